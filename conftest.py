@@ -1,0 +1,18 @@
+"""Repository-wide pytest configuration: hypothesis profiles sized for a 2-core machine.
+
+``ci`` (the default) keeps property tests fast; ``nightly`` is for scheduled runs
+(``HYPOTHESIS_PROFILE=nightly pytest``).
+"""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
+settings.register_profile(
+    "nightly", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", max_examples=20, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

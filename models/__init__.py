@@ -1,0 +1,32 @@
+"""trtcheck's model zoo: named, deterministic, random-weight models for checking partitioned runs.
+
+    import models
+    entry = models.get("resnet18")
+    model, example_inputs = entry.factory()
+    for name in models.names("mobilenet*"): ...
+    models.names(tags=["fallback"])  # the hand-written fallback models
+
+Importing the package registers the torchvision models and the hand-written fallback models;
+``models.register`` adds more (say, a user's own model) under a new name.
+"""
+
+# Import order is registration order, which ``names()`` reports: torchvision first.
+from models.registry import Factory, ZooEntry, get, make_nontrivial, names, register, seeded
+from models.torchvision_models import TORCHVISION_ZOO  # isort: skip
+from models.fallback_models import FALLBACK_ZOO  # isort: skip
+
+# Every built-in entry, torchvision first. Filter by tag to skip the slow ones: names(exclude_tags=["heavy"]).
+DEFAULT_ZOO: tuple[str, ...] = TORCHVISION_ZOO + FALLBACK_ZOO
+
+__all__ = [
+    "DEFAULT_ZOO",
+    "FALLBACK_ZOO",
+    "TORCHVISION_ZOO",
+    "Factory",
+    "ZooEntry",
+    "get",
+    "names",
+    "make_nontrivial",
+    "register",
+    "seeded",
+]

@@ -1,0 +1,228 @@
+"""The ONNX Runtime engine computes what torch computes, without surprises at the boundary."""
+
+from __future__ import annotations
+
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import helper
+
+from trtcheck.engines import EngineBuildError, OnnxRuntimeEngine, TensorSpec, build_engine
+
+
+def spec(name: str, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> TensorSpec:
+    return TensorSpec(name, shape, dtype)
+
+
+def binary_engine(make_model, op: str, a: TensorSpec, b: TensorSpec, out: TensorSpec) -> OnnxRuntimeEngine:
+    model = make_model([helper.make_node(op, [a.name, b.name], [out.name])], [a, b], [out])
+    return build_engine(model, [a, b], [out], backend="onnxruntime")
+
+
+@pytest.mark.parametrize(
+    ("op", "fn", "dtype"),
+    [
+        ("Add", torch.add, torch.float32),
+        ("Add", torch.add, torch.float16),
+        ("Add", torch.add, torch.int64),
+        ("Mul", torch.mul, torch.int32),
+        ("Sub", torch.sub, torch.float64),
+        ("And", torch.logical_and, torch.bool),
+        ("Or", torch.logical_or, torch.bool),
+    ],
+)
+def test_elementwise_matches_torch(make_model, op, fn, dtype):
+    engine = binary_engine(make_model, op, spec("x", (2, 3), dtype), spec("y", (2, 3), dtype), spec("z", (2, 3), dtype))
+    gen = torch.Generator().manual_seed(0)
+    x, y = (torch.randint(0, 5, (2, 3), generator=gen).to(dtype) for _ in range(2))
+    (z,) = engine(x, y)
+    assert z.dtype == dtype
+    torch.testing.assert_close(z, fn(x, y))
+
+
+def test_matmul_matches_torch(make_model):
+    engine = binary_engine(make_model, "MatMul", spec("a", (4, 5)), spec("b", (5, 3)), spec("c", (4, 3)))
+    a, b = torch.randn(4, 5), torch.randn(5, 3)
+    torch.testing.assert_close(engine(a, b)[0], a @ b)
+
+
+def test_comparison_mixes_dtypes(make_model):
+    """float in, bool out: the output buffer is allocated with the output spec's dtype."""
+    engine = binary_engine(make_model, "Greater", spec("x", (6,)), spec("y", (6,)), spec("gt", (6,), torch.bool))
+    x, y = torch.randn(6), torch.randn(6)
+    torch.testing.assert_close(engine(x, y)[0], x > y)
+
+
+def test_identity_bfloat16_and_scalar(make_model):
+    specs_in = [spec("b", (3,), torch.bfloat16), spec("s", (), torch.float32)]
+    specs_out = [spec("b_out", (3,), torch.bfloat16), spec("s_out", (), torch.float32)]
+    nodes = [helper.make_node("Identity", ["b"], ["b_out"]), helper.make_node("Identity", ["s"], ["s_out"])]
+    engine = build_engine(make_model(nodes, specs_in, specs_out), specs_in, specs_out, backend="onnxruntime")
+    b, s = torch.tensor([1.5, -2.0, 3.25], dtype=torch.bfloat16), torch.tensor(7.0)
+    b_out, s_out = engine(b, s)
+    assert torch.equal(b_out, b) and b_out.dtype == torch.bfloat16
+    assert torch.equal(s_out, s) and s_out.shape == ()
+
+
+def test_multiple_outputs_in_spec_order(make_model):
+    x, y = spec("x", (3,)), spec("y", (3,))
+    outs = [spec("prod", (3,)), spec("total", (3,))]  # deliberately not the graph's output order
+    nodes = [helper.make_node("Add", ["x", "y"], ["total"]), helper.make_node("Mul", ["x", "y"], ["prod"])]
+    model = make_model(nodes, [x, y], [outs[1], outs[0]])
+    engine = build_engine(model, [x, y], outs, backend="onnxruntime")
+    a, b = torch.randn(3), torch.randn(3)
+    prod, total = engine(a, b)
+    torch.testing.assert_close(prod, a * b)
+    torch.testing.assert_close(total, a + b)
+
+
+def test_non_contiguous_input(make_model):
+    engine = binary_engine(make_model, "Add", spec("x", (3, 4)), spec("y", (3, 4)), spec("z", (3, 4)))
+    x = torch.randn(4, 3).t()  # a transposed view: same shape, not contiguous
+    y = torch.randn(3, 8)[:, ::2]  # a strided slice
+    assert not x.is_contiguous() and not y.is_contiguous()
+    torch.testing.assert_close(engine(x, y)[0], x + y)
+
+
+def test_zero_size_and_dynamic_outputs(make_model):
+    x, y = spec("x", (0, 3)), spec("y", (0, 3))
+    model = make_model([helper.make_node("Add", ["x", "y"], ["z"])], [x, y], [spec("z", (0, 3))])
+    for out_spec in (spec("z", (0, 3)), spec("z", (-1, 3))):
+        engine = build_engine(model, [x, y], [out_spec], backend="onnxruntime")
+        (z,) = engine(torch.empty(0, 3), torch.empty(0, 3))
+        assert z.shape == (0, 3)
+
+
+def test_dynamic_output_is_fetched_from_ort(make_model):
+    """An output spec with an unknown dim is allocated by ORT and handed over via DLPack."""
+    x, y = spec("x", (2, 3)), spec("y", (2, 3))
+    model = make_model([helper.make_node("Add", ["x", "y"], ["z"])], [x, y], [spec("z", (-1, 3))])
+    engine = build_engine(model, [x, y], [spec("z", (-1, 3))], backend="onnxruntime")
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    first = engine(a, b)[0]
+    second = engine(a, b)[0]
+    torch.testing.assert_close(first, a + b)
+    assert first.data_ptr() != second.data_ptr()
+
+
+@pytest.fixture
+def add_engine(make_model) -> OnnxRuntimeEngine:
+    return binary_engine(make_model, "Add", spec("x", (2, 3)), spec("y", (2, 3)), spec("z", (2, 3)))
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        ((torch.randn(2, 3),), r"expects 2 input\(s\) \(x, y\), got 1"),
+        ((torch.randn(2, 3),) * 3, r"expects 2 input\(s\) \(x, y\), got 3"),
+        ((torch.randn(2, 3), torch.randn(3, 2)), r"input 'y': expected shape \(2, 3\), got \(3, 2\)"),
+        ((torch.randn(2, 3, 1), torch.randn(2, 3)), r"input 'x': expected shape \(2, 3\), got \(2, 3, 1\)"),
+        ((torch.randn(2, 3).double(), torch.randn(2, 3)), r"input 'x': expected dtype torch.float32, got torch.float64"),
+        ((torch.randn(2, 3), [[0.0] * 3] * 2), r"input 'y': expected a torch.Tensor, got list"),
+    ],
+)
+def test_wrong_inputs_raise_value_error(add_engine, args, match):
+    with pytest.raises(ValueError, match=match):
+        add_engine(*args)
+
+
+def test_outputs_are_fresh_each_call(make_model):
+    x, y = spec("x", (4,)), spec("y", (4,))
+    outs = [spec("s", (4,)), spec("d", (4,))]
+    nodes = [helper.make_node("Add", ["x", "y"], ["s"]), helper.make_node("Sub", ["x", "y"], ["d"])]
+    engine = build_engine(make_model(nodes, [x, y], outs), [x, y], outs, backend="onnxruntime")
+    a, b = torch.randn(4), torch.randn(4)
+    first = engine(a, b)
+    kept = [t.clone() for t in first]
+    second = engine(a, b)
+    pointers = {t.data_ptr() for t in (*first, *second)}
+    assert len(pointers) == 4, "outputs alias each other within or across calls"
+    first[0].fill_(123.0)  # mutating one call's result must not leak into another's
+    torch.testing.assert_close(second[0], kept[0])
+    assert first[0].data_ptr() not in (a.data_ptr(), b.data_ptr())
+
+
+def test_identity_output_does_not_alias_input(make_model):
+    x = spec("x", (5,))
+    engine = build_engine(
+        make_model([helper.make_node("Identity", ["x"], ["y"])], [x], [spec("y", (5,))]),
+        [x], [spec("y", (5,))], backend="onnxruntime",
+    )
+    a = torch.randn(5)
+    (b,) = engine(a)
+    b.add_(1.0)
+    assert not torch.equal(a, b)
+
+
+def test_thread_count_follows_torch(make_model, monkeypatch):
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        engine = binary_engine(make_model, "Add", spec("x", (1,)), spec("y", (1,)), spec("z", (1,)))
+        assert engine.session.get_session_options().intra_op_num_threads == 1
+    finally:
+        torch.set_num_threads(previous)
+    engine = binary_engine(make_model, "Add", spec("x", (1,)), spec("y", (1,)), spec("z", (1,)))
+    options = engine.session.get_session_options()
+    assert options.intra_op_num_threads == torch.get_num_threads()
+    assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    assert engine.session.get_providers() == ["CPUExecutionProvider"]
+
+
+@pytest.mark.parametrize(
+    ("inputs", "outputs", "match"),
+    [
+        ([spec("x", (2,)), spec("w", (2,))], [spec("z", (2,))], r"graph inputs \['x', 'y'\] do not match"),
+        ([spec("x", (2,)), spec("y", (2,))], [spec("out", (2,))], r"graph outputs \['z'\] do not match"),
+        ([spec("x", (2,), torch.float16), spec("y", (2,))], [spec("z", (2,))], r"input 'x' is FLOAT .*spec says torch.float16"),
+        ([spec("x", (2,)), spec("y", (2,))], [spec("z", (3,))], r"output 'z' has shape \(2,\) .* \(3,\)"),
+        ([spec("x", (2,)), spec("y", (2,))], [spec("z", (2,), torch.complex64)], r"complex64 cannot cross"),
+    ],
+)
+def test_spec_mismatch_is_a_build_error(make_model, inputs, outputs, match):
+    node = helper.make_node("Add", ["x", "y"], ["z"])
+    model = make_model([node], [spec("x", (2,)), spec("y", (2,))], [spec("z", (2,))])
+    with pytest.raises(EngineBuildError, match=match):
+        build_engine(model, inputs, outputs, backend="onnxruntime")
+
+
+def test_invalid_model_is_a_build_error(make_model):
+    x, z = spec("x", (2,)), spec("z", (2,))
+    model = make_model([helper.make_node("Identity", ["x"], ["z"])], [x], [z])
+    model.graph.node[0].op_type = "NoSuchOp"  # what a buggy converter might emit
+    with pytest.raises(EngineBuildError, match=r"onnxruntime: could not create a session.*check_model"):
+        build_engine(model, [x], [z], backend="onnxruntime")
+
+
+_DTYPES = [torch.float32, torch.float16, torch.float64, torch.int32, torch.int64]
+
+
+# make_model is a stateless builder, so sharing it across hypothesis examples is fine. Example
+# counts come from the repository's hypothesis profile (conftest.py).
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    shape=st.lists(st.integers(0, 4), min_size=0, max_size=3).map(tuple),
+    dtype=st.sampled_from([torch.float32, torch.float16, torch.float64, torch.int32, torch.int64]),
+    seed=st.integers(0, 2**16),
+)
+def test_add_matches_torch_for_any_shape_and_dtype(make_model, shape, dtype, seed):
+    engine = binary_engine(make_model, "Add", spec("x", shape, dtype), spec("y", shape, dtype), spec("z", shape, dtype))
+    gen = torch.Generator().manual_seed(seed)
+    a, b = (torch.randint(-50, 50, shape, generator=gen).to(dtype) for _ in range(2))
+    torch.testing.assert_close(engine(a, b)[0], a + b)
+
+
+def test_mixed_static_and_dynamic_outputs_keep_spec_order(make_model):
+    x, y = spec("x", (3,)), spec("y", (3,))
+    graph_outs = [spec("total", (3,)), spec("prod", (3,))]
+    call_outs = [spec("prod", (-1,)), spec("total", (3,))]
+    nodes = [helper.make_node("Add", ["x", "y"], ["total"]), helper.make_node("Mul", ["x", "y"], ["prod"])]
+    engine = build_engine(make_model(nodes, [x, y], graph_outs), [x, y], call_outs, backend="onnxruntime")
+    a, b = torch.randn(3), torch.randn(3)
+    prod, total = engine(a, b)
+    torch.testing.assert_close(prod, a * b)
+    torch.testing.assert_close(total, a + b)

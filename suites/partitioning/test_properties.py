@@ -1,0 +1,60 @@
+"""Property tests: partitions of random core-ATen graphs satisfy every invariant, whatever the settings."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+import trtcheck
+from trtcheck.partitioning.segmentation import dependency_aware, merge_adjacent, naive
+from trtcheck.strategies import aten_graphs, supports_all_but
+
+SUPPORT = supports_all_but()
+
+settings_strategy = st.builds(
+    trtcheck.Settings,
+    min_block_size=st.integers(1, 4),
+    torch_executed_ops=st.lists(st.sampled_from(["aten::relu", "aten.mul.Tensor", "aten.add", "aten::sym_size"]), max_size=2),
+    segmentation=st.sampled_from(["naive", "dependency_aware"]),
+)
+
+
+@given(aten_graphs(), settings_strategy)
+def test_random_partitions_are_sound(graph, settings):
+    partition = trtcheck.partition(graph.graph_module, graph.example_inputs, settings, support=SUPPORT)
+    violations = trtcheck.check_invariants(partition, support=SUPPORT)
+    assert not violations, "\n".join(map(str, violations)) + "\n" + str(partition)
+
+
+@given(aten_graphs(), settings_strategy)
+def test_partitioning_is_deterministic(graph, settings):
+    first = trtcheck.partition(graph.graph_module, graph.example_inputs, settings, support=SUPPORT)
+    second = trtcheck.partition(graph.graph_module, graph.example_inputs, settings, support=SUPPORT)
+    assert str(first) == str(second)
+    assert [(n.name, r) for n, r in first.reasons.items()] == [(n.name, r) for n, r in second.reasons.items()]
+
+
+@given(aten_graphs(), settings_strategy)
+def test_dependency_aware_never_more_segments_than_naive_for_the_same_targets(graph, settings):
+    partition = trtcheck.partition(graph.graph_module, graph.example_inputs, settings, support=SUPPORT)
+    targets = {node: segment.target for segment in partition.segments for node in segment.nodes}
+    nodes = partition.compute_nodes
+    assert len(merge_adjacent(dependency_aware(nodes, targets))) <= len(merge_adjacent(naive(nodes, targets)))
+
+
+@given(aten_graphs(ops=("relu", "add", "mul", "tanh", "lgamma", "max_dim")))
+def test_dependency_aware_never_more_segments_than_naive_without_fallback_cascades(graph):
+    # min_block_size=1 and Tensor-only values: no rule moves nodes, so the two strategies see the same targets.
+    counts = [
+        len(trtcheck.partition(graph.graph_module, graph.example_inputs,
+                               trtcheck.Settings(min_block_size=1, segmentation=s), support=SUPPORT).segments)
+        for s in ("dependency_aware", "naive")
+    ]
+    assert counts[0] <= counts[1]
+
+
+@given(aten_graphs())
+def test_partition_does_not_modify_the_users_graph(graph):
+    before = graph.graph_module.code
+    trtcheck.partition(graph.graph_module, graph.example_inputs, trtcheck.Settings(min_block_size=2), support=SUPPORT)
+    assert graph.graph_module.code == before

@@ -1,0 +1,25 @@
+"""trtcheck: prove that a PyTorch model split between TensorRT and PyTorch still computes what it did."""
+
+from trtcheck.errors import LoweringError, PartitionError, SettingsError, TrtcheckError
+from trtcheck.lowering import lower
+from trtcheck.partitioning import Partition, Reason, ReasonKind, Segment, Target, partition
+from trtcheck.settings import Settings
+from trtcheck.verification import Violation, check_invariants
+
+__all__ = [
+    "LoweringError",
+    "Partition",
+    "PartitionError",
+    "Reason",
+    "ReasonKind",
+    "Segment",
+    "Settings",
+    "SettingsError",
+    "Target",
+    "TrtcheckError",
+    "Violation",
+    "check_invariants",
+    "lower",
+    "partition",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,132 @@
+"""The converter registry: what "a converter exists" means when partitioning.
+
+A node may run in TensorRT only when a converter is registered for its exact ATen overload *and* that
+converter's validator accepts the node (dtypes, ranks, argument values). Keeping the validator next to
+the converter means partitioning and conversion can never disagree about what is convertible.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+import torch
+import torch.fx
+
+if TYPE_CHECKING:  # pragma: no cover
+    from trtcheck.conversion import ConversionContext
+
+# A converter emits ONNX nodes for one fx node and returns the ONNX value name(s) of its result(s):
+# one name for a Tensor result, a sequence of names for a tuple/list result.
+ConverterFn = Callable[["ConversionContext", torch.fx.Node], Union[str, Sequence[str]]]
+Validator = Callable[[torch.fx.Node], bool]
+OpTarget = Union[torch._ops.OpOverload, Callable[..., Any]]
+
+
+@dataclass(frozen=True)
+class Converter:
+    """One registered converter: the ATen overload it handles, the function and its capability check."""
+
+    target: OpTarget
+    fn: ConverterFn
+    validator: Validator | None = None
+
+    def supports(self, node: torch.fx.Node) -> bool:
+        """True when this converter can convert ``node``; a validator that raises counts as "no"."""
+        if self.validator is None:
+            return True
+        try:
+            return bool(self.validator(node))
+        except Exception:  # noqa: BLE001 - a validator crash must mean "not convertible", never a crash
+            return False
+
+
+_REGISTRY: dict[OpTarget, Converter] = {}
+
+
+def register(
+    *targets: OpTarget, validator: Validator | None = None, override: bool = False
+) -> Callable[[ConverterFn], ConverterFn]:
+    """Decorator registering ``fn`` as the converter of each ATen overload in ``targets``.
+
+    Registering an overload twice is an error unless ``override=True``: a user replacing a built-in
+    converter says so explicitly, and a typo cannot silently shadow one.
+    """
+    if not targets:
+        raise TypeError("register() needs at least one ATen overload, e.g. torch.ops.aten.relu.default")
+
+    def decorator(fn: ConverterFn) -> ConverterFn:
+        for target in targets:
+            if isinstance(target, torch._ops.OpOverloadPacket):
+                raise TypeError(
+                    f"register() takes overloads, not packets: use {target}.default or another overload "
+                    f"of {target} ({', '.join(target.overloads())})"
+                )
+            if target in _REGISTRY and not override:
+                raise ValueError(f"a converter for {target} is already registered; pass override=True")
+            _REGISTRY[target] = Converter(target, fn, validator)
+        return fn
+
+    return decorator
+
+
+def unregister(target: OpTarget) -> Converter | None:
+    """Remove and return the converter for ``target`` (None when there was none)."""
+    return _REGISTRY.pop(target, None)
+
+
+def get(target: OpTarget) -> Converter | None:
+    """The converter registered for ``target``, or None."""
+    return _REGISTRY.get(target)
+
+
+def registered_targets() -> frozenset[OpTarget]:
+    """Every target with a registered converter."""
+    return frozenset(_REGISTRY)
+
+
+def is_convertible(node: torch.fx.Node) -> bool:
+    """True when ``node`` is a call_function whose target has a converter that accepts it."""
+    if node.op != "call_function":
+        return False
+    converter = _REGISTRY.get(node.target)
+    return converter is not None and converter.supports(node)
+
+
+class Snapshot:
+    """Context manager restoring the registry on exit: for tests that register throwaway converters."""
+
+    def __enter__(self) -> "Snapshot":
+        self._saved = dict(_REGISTRY)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _REGISTRY.clear()
+        _REGISTRY.update(self._saved)
+
+
+def _iter_tensor_meta(values: Iterable[Any]) -> Iterable[Any]:
+    for value in values:
+        if isinstance(value, torch.fx.Node):
+            yield value.meta.get("val")
+
+
+# ``operator.getitem`` picks one result of a multi-output op; its "conversion" is an index into the
+# producer's ONNX outputs, which the conversion context resolves itself. It is convertible only when
+# it selects from a converted tuple, i.e. when its producer is convertible.
+def _getitem_validator(node: torch.fx.Node) -> bool:
+    producer = node.args[0]
+    return isinstance(producer, torch.fx.Node) and is_convertible(producer)
+
+
+def _convert_getitem(ctx: "ConversionContext", node: torch.fx.Node) -> str:
+    producer, index = node.args
+    names = ctx.names(producer)
+    if isinstance(names, str):
+        raise TypeError(f"getitem on a single-output value {producer.name}")
+    return names[index]
+
+
+register(operator.getitem, validator=_getitem_validator)(_convert_getitem)

@@ -1,0 +1,31 @@
+"""Engines run the ONNX model of one TensorRT segment: ONNX Runtime anywhere, TensorRT on CUDA machines.
+
+Importing this package registers both backends; ``build_engine(..., backend="auto")`` picks the best
+one available here (see ``resolve_backend``).
+"""
+
+from trtcheck.engines.base import (
+    Engine,
+    EngineBuildError,
+    TensorSpec,
+    available_backends,
+    build_engine,
+    register_backend,
+    registered_backends,
+    resolve_backend,
+)
+from trtcheck.engines.onnxruntime import OnnxRuntimeEngine
+from trtcheck.engines.tensorrt import TensorRTEngine
+
+__all__ = [
+    "Engine",
+    "EngineBuildError",
+    "OnnxRuntimeEngine",
+    "TensorRTEngine",
+    "TensorSpec",
+    "available_backends",
+    "build_engine",
+    "register_backend",
+    "registered_backends",
+    "resolve_backend",
+]

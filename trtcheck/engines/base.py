@@ -1,0 +1,283 @@
+"""What every engine backend shares: tensor specs, the ``Engine`` interface, the backend registry.
+
+A TensorRT segment of a partitioned model becomes one ONNX model; an *engine* is what runs that model.
+Keeping the interface this small (torch tensors in, torch tensors out, static specs known up front)
+lets the partitioned module treat ONNX Runtime and TensorRT interchangeably, and lets a new backend
+be added by registering one class under a name.
+"""
+
+from __future__ import annotations
+
+import abc
+import difflib
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import ClassVar
+
+import onnx
+import torch
+
+__all__ = [
+    "Engine",
+    "EngineBuildError",
+    "TensorSpec",
+    "available_backends",
+    "build_engine",
+    "check_model_signature",
+    "import_tensorrt",
+    "onnx_elem_type",
+    "register_backend",
+    "registered_backends",
+    "resolve_backend",
+]
+
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Name, static shape and dtype of one engine input or output.
+
+    Segments are cut from a graph carrying fake-tensor metadata, so every shape is known when the
+    engine is built. That is what lets engines check calls cheaply and pre-allocate their outputs.
+    A negative dimension means "not known at build time" (it matches any size on input and makes
+    the engine let the backend allocate that output); the partitioner does not produce them today.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    def __post_init__(self) -> None:
+        # Normalise torch.Size / lists to a plain tuple so equality and hashing behave.
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+
+    @property
+    def is_static(self) -> bool:
+        """True when every dimension is known, so a buffer can be allocated before running."""
+        return all(d >= 0 for d in self.shape)
+
+    def matches_shape(self, shape: Sequence[int]) -> bool:
+        """True when ``shape`` fits this spec (negative spec dimensions accept any size)."""
+        return len(shape) == len(self.shape) and all(e < 0 or e == g for e, g in zip(self.shape, shape))
+
+    @classmethod
+    def like(cls, name: str, tensor: torch.Tensor) -> TensorSpec:
+        """The spec of ``tensor`` under ``name``: handy for tests and for callers holding examples."""
+        return cls(name, tuple(tensor.shape), tensor.dtype)
+
+
+class EngineBuildError(Exception):
+    """An engine could not be built. The message names the backend, what failed and the fix."""
+
+
+# torch dtype -> ONNX TensorProto element type. Both backends consume ONNX models and ORT's I/O
+# binding accepts these integers directly (which, unlike numpy dtypes, also covers bfloat16).
+_ONNX_ELEM_TYPES: dict[torch.dtype, int] = {
+    torch.float32: onnx.TensorProto.FLOAT,
+    torch.float16: onnx.TensorProto.FLOAT16,
+    torch.bfloat16: onnx.TensorProto.BFLOAT16,
+    torch.float64: onnx.TensorProto.DOUBLE,
+    torch.int8: onnx.TensorProto.INT8,
+    torch.int16: onnx.TensorProto.INT16,
+    torch.int32: onnx.TensorProto.INT32,
+    torch.int64: onnx.TensorProto.INT64,
+    torch.uint8: onnx.TensorProto.UINT8,
+    torch.bool: onnx.TensorProto.BOOL,
+}
+
+
+def onnx_elem_type(dtype: torch.dtype) -> int:
+    """The ONNX element type of ``dtype``; ``EngineBuildError`` when ONNX engines cannot carry it."""
+    try:
+        return _ONNX_ELEM_TYPES[dtype]
+    except KeyError:
+        supported = ", ".join(str(d).removeprefix("torch.") for d in _ONNX_ELEM_TYPES)
+        raise EngineBuildError(
+            f"dtype {dtype} cannot cross an engine boundary (supported: {supported}); "
+            "keep the ops producing or consuming it in PyTorch"
+        ) from None
+
+
+def check_model_signature(
+    backend: str, model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]
+) -> None:
+    """Raise ``EngineBuildError`` when ``model``'s graph inputs/outputs disagree with the specs.
+
+    Catching a converter/partitioner mismatch here, with both sides named, is far cheaper to debug
+    than an opaque runtime failure (or silently wrong results) inside the engine.
+    """
+    initializers = {init.name for init in model.graph.initializer}
+    declared = {
+        "input": [vi for vi in model.graph.input if vi.name not in initializers],
+        "output": list(model.graph.output),
+    }
+    for kind, specs in (("input", inputs), ("output", outputs)):
+        spec_names = [s.name for s in specs]
+        model_names = [vi.name for vi in declared[kind]]
+        if sorted(spec_names) != sorted(model_names) or len(set(spec_names)) != len(spec_names):
+            raise EngineBuildError(
+                f"{backend}: the ONNX model's graph {kind}s {model_names} do not match the {kind} specs "
+                f"{spec_names}; the segment's specs and its converted model must name the same tensors"
+            )
+        by_name = {vi.name: vi for vi in declared[kind]}
+        for spec in specs:
+            tensor_type = by_name[spec.name].type.tensor_type
+            want = onnx_elem_type(spec.dtype)
+            if tensor_type.elem_type and tensor_type.elem_type != want:
+                got = onnx.TensorProto.DataType.Name(tensor_type.elem_type)
+                raise EngineBuildError(
+                    f"{backend}: {kind} {spec.name!r} is {got} in the ONNX model but the spec says "
+                    f"{spec.dtype}; conversion must keep each boundary tensor's dtype (a converter bug)"
+                )
+            if tensor_type.HasField("shape"):
+                dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim)
+                if len(dims) != len(spec.shape) or any(
+                    m >= 0 and s >= 0 and m != s for m, s in zip(dims, spec.shape)
+                ):
+                    raise EngineBuildError(
+                        f"{backend}: {kind} {spec.name!r} has shape {dims} in the ONNX model but the spec "
+                        f"says {spec.shape}; conversion must keep each boundary tensor's shape (a converter bug)"
+                    )
+
+
+class Engine(abc.ABC):
+    """Built from one TensorRT segment's ONNX model; called with torch tensors, returns torch tensors.
+
+    Inputs are positional, in the order of ``inputs``; results come back as a tuple in the order of
+    ``outputs``. Each call returns freshly allocated tensors, so a caller may keep or mutate results
+    of one call without affecting the next.
+    """
+
+    backend: ClassVar[str]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """True when this backend's dependencies (packages, devices) are present on this machine."""
+        return True
+
+    @abc.abstractmethod
+    def __call__(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Run the engine on ``tensors`` (one per input spec)."""
+
+    def check_inputs(self, tensors: Sequence[torch.Tensor]) -> None:
+        """Raise ``ValueError`` naming the first input whose count, shape or dtype differs from its spec.
+
+        Backends call this only after their cheap per-call check failed, so the detailed comparison
+        costs nothing on the hot path.
+        """
+        if len(tensors) != len(self.inputs):
+            names = ", ".join(s.name for s in self.inputs)
+            raise ValueError(
+                f"{type(self).__name__} expects {len(self.inputs)} input(s) ({names}), got {len(tensors)}"
+            )
+        for spec, tensor in zip(self.inputs, tensors):
+            if not isinstance(tensor, torch.Tensor):
+                raise ValueError(f"input {spec.name!r}: expected a torch.Tensor, got {type(tensor).__name__}")
+            if not spec.matches_shape(tensor.shape):
+                raise ValueError(
+                    f"input {spec.name!r}: expected shape {spec.shape}, got {tuple(tensor.shape)}"
+                )
+            if tensor.dtype != spec.dtype:
+                raise ValueError(f"input {spec.name!r}: expected dtype {spec.dtype}, got {tensor.dtype}")
+
+    def prepare_inputs(self, tensors: Sequence[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+        """Check ``tensors`` against the input specs and return them contiguous and on ``device``.
+
+        Backends hand raw pointers to their runtime, which assumes dense row-major buffers on its own
+        device; tensors already in that form pass through untouched (no copy). The returned list also
+        keeps any copies alive until the backend's run has read them.
+        """
+        if len(tensors) != len(self.inputs):
+            self.check_inputs(tensors)  # raises, naming the expected inputs
+        prepared = []
+        for spec, tensor in zip(self.inputs, tensors):
+            try:
+                ok = tensor.shape == spec.shape and tensor.dtype == spec.dtype
+            except AttributeError:  # not a tensor
+                ok = False
+            if not ok:
+                self.check_inputs(tensors)  # raises unless a negative (dynamic) spec dim matched
+            if tensor.device != device:
+                tensor = tensor.to(device)
+            if not tensor.is_contiguous():
+                tensor = tensor.contiguous()
+            prepared.append(tensor)
+        return prepared
+
+    def __repr__(self) -> str:
+        def fmt(specs: tuple[TensorSpec, ...]) -> str:
+            return ", ".join(f"{s.name}: {str(s.dtype).removeprefix('torch.')}{list(s.shape)}" for s in specs)
+
+        return f"{type(self).__name__}(inputs=[{fmt(self.inputs)}], outputs=[{fmt(self.outputs)}])"
+
+
+EngineFactory = type[Engine]
+
+# Backend name -> engine class. Each backend module registers itself when ``trtcheck.engines`` is
+# imported; a dict (rather than an if/elif chain) is what lets a new backend plug in by name.
+_BACKENDS: dict[str, EngineFactory] = {}
+
+
+def register_backend(name: str, engine_cls: EngineFactory, *, override: bool = False) -> EngineFactory:
+    """Register ``engine_cls`` as backend ``name``; its constructor must take (model, inputs, outputs)."""
+    if name == AUTO:
+        raise ValueError(f"{AUTO!r} is reserved for automatic backend selection")
+    if name in _BACKENDS and not override and _BACKENDS[name] is not engine_cls:
+        raise ValueError(f"backend {name!r} is already registered; pass override=True to replace it")
+    _BACKENDS[name] = engine_cls
+    return engine_cls
+
+
+def registered_backends() -> list[str]:
+    """Every registered backend name, usable on this machine or not."""
+    return sorted(_BACKENDS)
+
+
+def available_backends() -> list[str]:
+    """The registered backends whose dependencies are present here (what ``build_engine`` can run)."""
+    return [name for name in sorted(_BACKENDS) if _BACKENDS[name].is_available()]
+
+
+def import_tensorrt() -> ModuleType | None:
+    """The ``tensorrt`` module, or None when it is not installed (or fails to import)."""
+    try:
+        return importlib.import_module("tensorrt")
+    except ImportError:
+        return None
+
+
+def resolve_backend(name: str) -> str:
+    """Turn a user-facing backend name into a registered one.
+
+    ``"auto"`` picks TensorRT when both the ``tensorrt`` package and a CUDA device are present, and
+    ONNX Runtime otherwise, so the same call works on a laptop and on a GPU box. An unknown name is
+    a ``ValueError`` listing the valid names (and the closest one, for typos).
+    """
+    if name == AUTO:
+        return "tensorrt" if "tensorrt" in _BACKENDS and _BACKENDS["tensorrt"].is_available() else "onnxruntime"
+    if name in _BACKENDS:
+        return name
+    valid = [AUTO, *sorted(_BACKENDS)]
+    close = difflib.get_close_matches(str(name), valid, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(f"unknown engine backend {name!r}{hint}; valid backends: {', '.join(valid)}")
+
+
+def build_engine(
+    model: onnx.ModelProto,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    backend: str = AUTO,
+) -> Engine:
+    """Build an engine running ``model`` on ``backend`` (see ``resolve_backend``).
+
+    ``inputs``/``outputs`` give the call order and the static shapes/dtypes the engine checks and
+    allocates; their names must be the ONNX graph's input/output names.
+    """
+    engine_cls = _BACKENDS[resolve_backend(backend)]
+    return engine_cls(model, tuple(inputs), tuple(outputs))

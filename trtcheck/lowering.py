@@ -1,0 +1,122 @@
+"""Lowering: any ``nn.Module`` to a core-ATen ``torch.fx.GraphModule`` with fake-tensor metadata.
+
+Partitioning needs one uniform input: a graph of ATen overloads whose every value carries
+``meta["val"]`` (shape and dtype) and whose nodes carry ``nn_module_stack`` (for module fallback).
+``torch.export`` followed by ``run_decompositions()`` gives exactly that; a ``GraphModule`` that is
+already ATen is taken as it is, and only its missing metadata is filled in.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+from trtcheck.errors import LoweringError
+
+try:  # generates a graph's Python code on first use, not on every change: partitioning 100k nodes
+    from torch.fx._lazy_graph_module import _LazyGraphModule as _GraphModule  # needs no code at all
+except ImportError:  # pragma: no cover - older or newer torch without it
+    _GraphModule = torch.fx.GraphModule
+
+
+def is_aten_graph(gm: torch.fx.GraphModule) -> bool:
+    """True when every compute node of ``gm`` calls an ATen overload (or picks a tuple element)."""
+    return all(
+        node.op in ("placeholder", "get_attr", "output")
+        or (node.op == "call_function" and (isinstance(node.target, torch._ops.OpOverload) or node.target is operator.getitem))
+        for node in gm.graph.nodes
+    )
+
+
+def lower(
+    model: torch.nn.Module,
+    example_inputs: Sequence[Any],
+    example_kwargs: Mapping[str, Any] | None = None,
+) -> torch.fx.GraphModule:
+    """Lower ``model`` to a core-ATen ``GraphModule``; ATen ``GraphModule`` inputs are reused as they are.
+
+    An ATen ``GraphModule`` is returned as it is (only its missing ``meta["val"]`` are filled in): passes
+    that need to rewrite a graph they do not own copy it first (``copy_graph_module``), which for large
+    graphs costs more than partitioning itself.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise LoweringError(
+            f"expected a torch.nn.Module or torch.fx.GraphModule, got {type(model).__name__}: wrap a function "
+            "in an nn.Module whose forward calls it"
+        )
+    if not isinstance(example_inputs, (tuple, list)):
+        raise LoweringError(
+            f"example_inputs must be a tuple of the model's positional inputs, got {type(example_inputs).__name__}: "
+            "write (x,) for a single input"
+        )
+    if isinstance(model, torch.fx.GraphModule) and is_aten_graph(model):
+        return _reuse_aten_graph(model, example_inputs)
+    return _export(model, tuple(example_inputs), dict(example_kwargs or {}))
+
+
+def _export(model: torch.nn.Module, args: tuple, kwargs: dict) -> torch.fx.GraphModule:
+    try:
+        program = torch.export.export(model, args, kwargs)
+    except Exception as error:  # torch.export raises many unrelated types
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise LoweringError(
+            f"torch.export could not trace {type(model).__name__}: {type(error).__name__}: {first_line}\n"
+            "Fix: make the model exportable (no data-dependent Python control flow, no unsupported Python "
+            "objects among the inputs; see https://pytorch.org/docs/stable/export.html), check that the "
+            "example inputs match forward's signature, or pass a torch.fx.GraphModule of ATen ops instead."
+        ) from error
+    try:
+        program = program.run_decompositions()
+    except Exception as error:
+        raise LoweringError(
+            f"decomposing {type(model).__name__} to core ATen failed: {type(error).__name__}: {error}"
+        ) from error
+    gm = program.module()
+    _drop_guards(gm)
+    return gm
+
+
+def _drop_guards(gm: torch.fx.GraphModule) -> None:
+    """Remove ``torch.export``'s input-guard call: it checks shapes, not computes, and is no ATen op."""
+    for node in list(gm.graph.nodes):
+        if node.op == "call_module" and node.target == "_guards_fn" and not node.users:
+            gm.graph.erase_node(node)
+            if hasattr(gm, "_guards_fn"):
+                delattr(gm, "_guards_fn")
+    gm.recompile()
+
+
+def copy_graph_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy of ``gm`` with its own graph (nodes copied, ``meta`` shared), code generated lazily."""
+    graph = torch.fx.Graph()
+    output = graph.graph_copy(gm.graph, {}, return_output_node=True)
+    if isinstance(output, tuple):  # graph_copy returns (value, output_node) with return_output_node
+        output_value, output_node = output
+        graph.output(output_value, type_expr=getattr(output_node, "type", None))
+    copy = _GraphModule(gm, graph)
+    copy.graph._codegen = gm.graph._codegen
+    copy.recompile()
+    return copy
+
+
+def _reuse_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> torch.fx.GraphModule:
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(example_inputs):
+        raise LoweringError(
+            f"the GraphModule has {len(placeholders)} inputs ({', '.join(p.name for p in placeholders)}) but "
+            f"{len(example_inputs)} example inputs were given: pass one example per placeholder"
+        )
+    if any("val" not in node.meta for node in gm.graph.nodes if node.op != "output"):
+        try:
+            FakeTensorProp(gm).propagate(*example_inputs)
+        except Exception as error:
+            raise LoweringError(
+                f"could not infer shapes of the GraphModule from the example inputs: {type(error).__name__}: "
+                f"{error}\nFix: pass example inputs whose shapes and dtypes the graph accepts"
+            ) from error
+    return gm

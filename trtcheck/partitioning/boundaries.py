@@ -1,0 +1,138 @@
+"""The seed's dependency analysis: Tensor-only TensorRT boundaries, and ``min_block_size``.
+
+An engine takes and returns Tensors only, so a non-Tensor value (an int, a SymInt, a tuple) may not cross
+the boundary of a TensorRT segment. Which rule applies depends on who produces and who consumes it:
+
+=====================  =====================  ==================================================================
+producer               consumer               rule
+=====================  =====================  ==================================================================
+TensorRT (segment A)   TensorRT (segment B)   *copy*: the producer is recomputed inside B (a copy of the node is
+                                              inserted before its first user in B); the copy's own non-Tensor
+                                              inputs are handled the same way on the next round, so the whole
+                                              producer chain moves over. Its Tensor inputs become B's inputs.
+TensorRT               Torch or graph output  the producer falls back to Torch.
+Torch or graph input   TensorRT               the consumer falls back to Torch.
+=====================  =====================  ==================================================================
+
+``operator.getitem`` never meets these rules: it joins its producer's segment during segmentation.
+Each rule changes targets (or the graph), so the driver re-segments and repeats until nothing changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch.fx
+
+from trtcheck.partitioning.partition import Reason, ReasonKind, Segment, Target, node_is_tensor
+
+
+class GraphMustChange(Exception):
+    """The copy rule must insert nodes into a graph the caller does not own: copy the graph, then retry."""
+
+
+def enforce_tensor_boundaries(
+    graph: torch.fx.Graph,
+    segments: Sequence[Segment],
+    targets: dict[torch.fx.Node, Target],
+    reasons: dict[torch.fx.Node, Reason],
+    may_change_graph: bool = True,
+) -> bool:
+    """Apply the table above once; True when a target or the graph changed.
+
+    Only edges that carry a non-Tensor value can break the rule, and those are few, so the pass walks the
+    users of non-Tensor values instead of every edge of the graph.
+    """
+    index_of = {node: i for i, segment in enumerate(segments) for node in segment.nodes}
+    non_tensor = [node for node in graph.nodes if node.op not in ("get_attr", "output") and not node_is_tensor(node)]
+    changed = False
+    for value in non_tensor:
+        for user in list(value.users):
+            if user.op == "output":
+                if targets.get(value) is Target.TENSORRT:
+                    _fall_back(value, targets, reasons, "returns a non-Tensor value from the graph")
+                    changed = True
+                continue
+            position = index_of.get(user)
+            if position is None or position == index_of.get(value) or value not in user.all_input_nodes:
+                continue  # an unsegmented user, an internal edge, or a user that already reads a copy
+            if not may_change_graph and targets.get(value) is Target.TENSORRT is targets[user]:
+                raise GraphMustChange(value.name)
+            changed |= _fix_edge(graph, value, user, segments[position], position, targets, reasons, index_of)
+    return changed
+
+
+def _fix_edge(
+    graph: torch.fx.Graph,
+    value: torch.fx.Node,
+    consumer: torch.fx.Node,
+    segment: Segment,
+    position: int,
+    targets: dict[torch.fx.Node, Target],
+    reasons: dict[torch.fx.Node, Reason],
+    index_of: dict[torch.fx.Node, int],
+) -> bool:
+    producer_target = targets.get(value)  # None: a graph input
+    consumer_target = targets[consumer]
+    if producer_target is Target.TENSORRT and consumer_target is Target.TENSORRT:
+        index_of[_copy_into(graph, value, segment, targets, reasons)] = position
+        return True
+    if producer_target is Target.TENSORRT:
+        _fall_back(value, targets, reasons, f"its non-Tensor result is read by Torch node {consumer.name}")
+        return True
+    if consumer_target is Target.TENSORRT:
+        source = "graph input" if producer_target is None else "Torch node"
+        _fall_back(consumer, targets, reasons, f"reads the non-Tensor value of {source} {value.name}")
+        return True
+    return False
+
+
+def _fall_back(node: torch.fx.Node, targets: dict, reasons: dict, why: str) -> None:
+    if targets.get(node) is Target.TENSORRT:
+        targets[node] = Target.TORCH
+        reasons[node] = Reason(ReasonKind.NON_TENSOR_BOUNDARY, why)
+
+
+def _copy_into(
+    graph: torch.fx.Graph,
+    value: torch.fx.Node,
+    segment: Segment,
+    targets: dict[torch.fx.Node, Target],
+    reasons: dict[torch.fx.Node, Reason],
+) -> torch.fx.Node:
+    """Recompute ``value`` inside ``segment``: one copy before its first user there, shared by all."""
+    users = [user for user in segment.nodes if user in value.users]
+    with graph.inserting_before(users[0]):
+        copy = graph.node_copy(value)
+    for user in users:
+        user.replace_input_with(value, copy)
+    targets[copy] = Target.TENSORRT
+    reasons[copy] = Reason(
+        ReasonKind.CONVERTIBLE, f"copy of {value.name}: its non-Tensor result is recomputed in the TensorRT segment that reads it"
+    )
+    segment.nodes.insert(segment.nodes.index(users[0]), copy)
+    if not value.users:  # every user now reads the copy: the original is dead
+        graph.erase_node(value)
+        targets.pop(value, None)
+        reasons.pop(value, None)
+    return copy
+
+
+def apply_min_block_size(
+    segments: Sequence[Segment],
+    min_block_size: int,
+    targets: dict[torch.fx.Node, Target],
+    reasons: dict[torch.fx.Node, Reason],
+) -> bool:
+    """Send every TensorRT segment smaller than ``min_block_size`` to Torch; True when any moved."""
+    changed = False
+    for segment in segments:
+        if segment.target is Target.TENSORRT and segment.size < min_block_size:
+            for node in segment.nodes:
+                targets[node] = Target.TORCH
+                reasons[node] = Reason(
+                    ReasonKind.MIN_BLOCK_SIZE,
+                    f"its TensorRT segment had {segment.size} compute node(s) < min_block_size={min_block_size}",
+                )
+            changed = True
+    return changed

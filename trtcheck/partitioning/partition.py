@@ -1,0 +1,223 @@
+"""The partitioning phase's data: ``Target``, ``Reason``, ``Segment`` and ``Partition``.
+
+These are plain objects (the seed's ``SegmentedBlock`` and ``PartitionInfo``): tests and downstream code
+may build or edit them by hand, so anything derivable (a segment's inputs and outputs) is computed from
+the nodes on demand rather than stored and left to go stale.
+"""
+
+from __future__ import annotations
+
+import enum
+import operator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+from trtcheck.settings import Settings
+
+NOT_SEGMENTED = ("placeholder", "get_attr", "output")
+
+
+class Target(str, enum.Enum):
+    """Where a node or segment runs."""
+
+    TENSORRT = "tensorrt"
+    TORCH = "torch"
+
+    @property
+    def display(self) -> str:
+        return "TensorRT" if self is Target.TENSORRT else "Torch"
+
+
+class ReasonKind(str, enum.Enum):
+    """Why a node runs where it runs; every node of a partition has exactly one final reason."""
+
+    CONVERTIBLE = "convertible"  # a converter exists and accepts the node: TensorRT
+    NO_CONVERTER = "no_converter"  # no converter, or its validator rejects the node
+    FORCED_OP = "forced_op"  # the op is in torch_executed_ops
+    FORCED_MODULE = "forced_module"  # the node lies inside a module of torch_executed_modules
+    NON_TENSOR_BOUNDARY = "non_tensor_boundary"  # linked to Torch through a non-Tensor value
+    MIN_BLOCK_SIZE = "min_block_size"  # its TensorRT run was shorter than min_block_size
+    FOLLOWS_PRODUCER = "follows_producer"  # operator.getitem runs where the tuple it indexes was made
+
+
+@dataclass(frozen=True)
+class Reason:
+    kind: ReasonKind
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}: {self.detail}" if self.detail else self.kind.value
+
+
+def is_compute(node: torch.fx.Node) -> bool:
+    """Nodes that segments hold: everything but graph inputs, constants and the output."""
+    return node.op not in NOT_SEGMENTED
+
+
+def counts_toward_block_size(node: torch.fx.Node) -> bool:
+    """``getitem`` only unpacks a result; it does no work an engine could save."""
+    return not (node.op == "call_function" and node.target is operator.getitem)
+
+
+def is_tensor_value(value: Any) -> bool:
+    """True for a Tensor or a list of Tensors: the only values a TensorRT engine can take or return."""
+    if isinstance(value, torch.Tensor):
+        return True
+    return isinstance(value, list) and bool(value) and all(isinstance(v, torch.Tensor) for v in value)
+
+
+def node_is_tensor(node: torch.fx.Node) -> bool:
+    return is_tensor_value(node.meta.get("val"))
+
+
+@dataclass(eq=False)
+class Segment:
+    """A run of nodes with one target, executed as a unit (one engine, or one block of ATen calls)."""
+
+    target: Target
+    nodes: list[torch.fx.Node] = field(default_factory=list)
+    do_not_merge: bool = False
+
+    def _node_set(self) -> set[torch.fx.Node]:
+        return set(self.nodes)
+
+    @property
+    def inputs(self) -> list[torch.fx.Node]:
+        """Values the segment reads from outside itself (graph inputs or other segments), first use first.
+
+        ``get_attr`` constants are not inputs: they travel with every segment that uses them.
+        """
+        members = self._node_set()
+        seen: dict[torch.fx.Node, None] = {}
+        for node in self.nodes:
+            for value in node.all_input_nodes:
+                if value not in members and value.op != "get_attr":
+                    seen.setdefault(value, None)
+        return list(seen)
+
+    @property
+    def outputs(self) -> list[torch.fx.Node]:
+        """Values of this segment read by a later segment or by the graph's output, in node order."""
+        members = self._node_set()
+        return [node for node in self.nodes if any(user not in members for user in node.users)]
+
+    @property
+    def constants(self) -> list[torch.fx.Node]:
+        """The ``get_attr`` nodes (parameters, buffers, constants) this segment uses."""
+        seen: dict[torch.fx.Node, None] = {}
+        for node in self.nodes:
+            for value in node.all_input_nodes:
+                if value.op == "get_attr":
+                    seen.setdefault(value, None)
+        return list(seen)
+
+    @property
+    def size(self) -> int:
+        """Compute nodes that count toward ``min_block_size``."""
+        return sum(map(counts_toward_block_size, self.nodes))
+
+    def format(self, index: int) -> str:
+        """The seed's ``Segment Block @i`` rendering."""
+        inputs = self.inputs
+        members = self._node_set()
+        params = ",\n      ".join(f"%{value.name} : {_type_name(value)}" for value in inputs)
+        lines = [f"Segment Block @{index}:", f"    Target: {self.target.display}", f"    Graph: graph({params}):"]
+        for node in self.nodes:
+            args = ", ".join(_format_arg(a, members) for a in node.args)
+            kwargs = ", ".join(f"{k}={_format_arg(v, members)}" for k, v in node.kwargs.items())
+            call = ", ".join(filter(None, [args, kwargs]))
+            lines.append(f"      %{node.name} : {_type_name(node)} = {_op_name(node)}({call})")
+        lines.append(f"      return ({', '.join('%' + o.name for o in self.outputs)})")
+        return "\n".join(lines)
+
+
+def _type_name(node: torch.fx.Node) -> str:
+    value = node.meta.get("val")
+    if isinstance(value, torch.Tensor):
+        return "Tensor"
+    if is_tensor_value(value):
+        return "Tensor[]"
+    if isinstance(value, (tuple, list)):
+        return "(" + ", ".join("Tensor" if isinstance(v, torch.Tensor) else type(v).__name__ for v in value) + ")"
+    return type(value).__name__ if value is not None else "Any"
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        namespace, _, rest = target.name().partition("::")
+        return f"{namespace}::{rest}"
+    if target is operator.getitem:
+        return "prim::TupleIndex"
+    return getattr(target, "__name__", str(target))
+
+
+def _format_arg(arg: Any, members: set[torch.fx.Node]) -> str:
+    if isinstance(arg, torch.fx.Node):
+        return f"%{arg.name}"
+    if isinstance(arg, (list, tuple)):
+        inner = ", ".join(_format_arg(a, members) for a in arg)
+        return f"[{inner}]"
+    return repr(arg)
+
+
+@dataclass(eq=False)
+class Partition:
+    """The result of partitioning one graph: segments in execution order and a reason for every node."""
+
+    graph_module: torch.fx.GraphModule
+    segments: list[Segment]
+    reasons: dict[torch.fx.Node, Reason]
+    settings: Settings = field(default_factory=Settings)
+
+    def segments_of(self, target: Target) -> list[Segment]:
+        return [segment for segment in self.segments if segment.target is target]
+
+    def segment_of(self, node: torch.fx.Node) -> Segment | None:
+        for segment in self.segments:
+            if node in segment.nodes:
+                return segment
+        return None
+
+    def target_of(self, node: torch.fx.Node) -> Target | None:
+        segment = self.segment_of(node)
+        return segment.target if segment is not None else None
+
+    @property
+    def compute_nodes(self) -> list[torch.fx.Node]:
+        return [node for node in self.graph_module.graph.nodes if is_compute(node)]
+
+    def __iter__(self) -> Iterator[Segment]:
+        return iter(self.segments)
+
+    def __len__(self) -> int:
+        return len(self.segments)
+
+    def summary(self) -> str:
+        """One line: how many segments and nodes run where."""
+        trt = self.segments_of(Target.TENSORRT)
+        torch_segments = self.segments_of(Target.TORCH)
+        trt_nodes = sum(len(s.nodes) for s in trt)
+        torch_nodes = sum(len(s.nodes) for s in torch_segments)
+        return (
+            f"{len(self.segments)} segments: {len(trt)} TensorRT ({trt_nodes} nodes), "
+            f"{len(torch_segments)} Torch ({torch_nodes} nodes)"
+        )
+
+    def explain(self, nodes: Iterable[torch.fx.Node] | None = None) -> str:
+        """Where each node runs and why, one line per node: the first thing to read when a model is slow."""
+        selected = list(nodes) if nodes is not None else self.compute_nodes
+        target_by_node = {node: segment.target for segment in self.segments for node in segment.nodes}
+        lines = []
+        for node in selected:
+            target = target_by_node.get(node)
+            where = target.display if target is not None else "unplaced"
+            lines.append(f"{node.name} ({_op_name(node)}): {where} - {self.reasons.get(node, 'no reason recorded')}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return "\n".join(segment.format(i) for i, segment in enumerate(self.segments))

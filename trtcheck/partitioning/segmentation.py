@@ -1,0 +1,111 @@
+"""Segmentation: group compute nodes, already given a target each, into segments; then merge.
+
+Both strategies are one linear pass over the nodes in graph order:
+
+* ``naive`` starts a new segment at every change of target.
+* ``dependency_aware`` (the seed's "Dependency Aware Partitioning") keeps a TensorRT list and a Torch
+  list open at once and finalizes a list only when the next node depends on it and has the other target.
+  Nodes thereby move across a boundary only past nodes they do not depend on, so every segment's inputs
+  are produced by earlier segments, and for the same targets it never has more segments than ``naive``.
+
+In both, ``operator.getitem`` joins the segment of the tuple it indexes (even one already finalized), so a
+tuple never crosses a segment boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch.fx
+
+from trtcheck.partitioning.decisions import is_getitem
+from trtcheck.partitioning.partition import Segment, Target
+
+Segmenter = Callable[[Sequence[torch.fx.Node], dict[torch.fx.Node, Target]], list[Segment]]
+
+
+def naive(nodes: Sequence[torch.fx.Node], targets: dict[torch.fx.Node, Target]) -> list[Segment]:
+    """Greedy: a new segment whenever the target changes."""
+    segments: list[Segment] = []
+    segment_of: dict[torch.fx.Node, Segment] = {}
+    for node in nodes:
+        if _join_producer(node, segment_of):
+            continue
+        target = targets[node]
+        if not segments or segments[-1].target is not target:
+            segments.append(Segment(target))
+        segments[-1].nodes.append(node)
+        segment_of[node] = segments[-1]
+    return segments
+
+
+def _join_producer(node: torch.fx.Node, segment_of: dict[torch.fx.Node, Segment]) -> bool:
+    """Put a ``getitem`` into its producer's segment; False for any other node."""
+    if not is_getitem(node):
+        return False
+    segment = segment_of.get(node.args[0])
+    if segment is None:
+        return False
+    segment.nodes.append(node)
+    segment_of[node] = segment
+    return True
+
+
+def dependency_aware(nodes: Sequence[torch.fx.Node], targets: dict[torch.fx.Node, Target]) -> list[Segment]:
+    """Two open lists; a list is finalized only when a node of the other target depends on it."""
+    segments: list[Segment] = []
+    open_lists: dict[Target, Segment] = {}
+    open_member: dict[torch.fx.Node, Target] = {}  # node -> target of the open list holding it
+    opened_at: dict[Target, int] = {}
+    segment_of: dict[torch.fx.Node, Segment] = {}
+
+    def finalize(target: Target) -> None:
+        segment = open_lists.pop(target)
+        opened_at.pop(target)
+        for member in segment.nodes:
+            del open_member[member]
+        segments.append(segment)
+
+    for position, node in enumerate(nodes):
+        if _join_producer(node, segment_of):
+            if node.args[0] in open_member:
+                open_member[node] = open_member[node.args[0]]
+            continue
+        target = targets[node]
+        other = Target.TORCH if target is Target.TENSORRT else Target.TENSORRT
+        if other in open_lists and any(open_member.get(value) is other for value in node.all_input_nodes):
+            finalize(other)
+        if target not in open_lists:
+            open_lists[target] = Segment(target)
+            opened_at[target] = position
+        open_lists[target].nodes.append(node)
+        open_member[node] = target
+        segment_of[node] = open_lists[target]
+    # No open list depends on the other (a dependency would have finalized it): emit the older first.
+    for target in sorted(open_lists, key=opened_at.__getitem__):
+        finalize(target)
+    return segments
+
+
+def mergeable(first: Segment, second: Segment) -> bool:
+    """Neighbours of one target merge unless either is ``do_not_merge`` (the seed's loop/conditional blocks)."""
+    return first.target is second.target and not first.do_not_merge and not second.do_not_merge
+
+
+def merge_adjacent(segments: list[Segment]) -> list[Segment]:
+    """Merge neighbouring segments of one target unless either is ``do_not_merge``.
+
+    Concatenating neighbours keeps every node after its producers, so merging is always safe. The first
+    segment of each merged run absorbs the others (segments are fresh from a segmenter, so reusing them
+    saves allocations).
+    """
+    merged: list[Segment] = []
+    for segment in segments:
+        if merged and mergeable(merged[-1], segment):
+            merged[-1].nodes.extend(segment.nodes)
+        else:
+            merged.append(segment)
+    return merged
+
+
+SEGMENTERS: dict[str, Segmenter] = {"naive": naive, "dependency_aware": dependency_aware}

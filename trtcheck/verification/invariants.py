@@ -1,0 +1,143 @@
+"""Invariants every sound ``Partition`` satisfies, checked from the partition alone.
+
+Each check is independent of how the partition was made, so it catches a bug in the partitioner as well as
+a partition corrupted by hand. A violation names the rule, the segment and the node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch.fx
+
+from trtcheck.partitioning.decisions import Support, is_getitem, support_function
+from trtcheck.partitioning.partition import Partition, Target, is_compute, node_is_tensor
+from trtcheck.partitioning.segmentation import mergeable
+from trtcheck.settings import resolve_modules, resolve_ops
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    message: str
+    segment: int | None = None
+    node: str | None = None
+
+    def __str__(self) -> str:
+        where = []
+        if self.segment is not None:
+            where.append(f"segment @{self.segment}")
+        if self.node is not None:
+            where.append(f"node {self.node}")
+        return f"[{self.rule}] {', '.join(where)}: {self.message}" if where else f"[{self.rule}] {self.message}"
+
+
+def check_invariants(partition: Partition, support: Support = None) -> list[Violation]:
+    """Every invariant violation of ``partition``; empty when it is sound.
+
+    ``support`` must be what the partition was made with (``None``: the converter registry).
+    """
+    violations: list[Violation] = []
+    violations += _placement(partition)
+    violations += _topological_order(partition)
+    violations += _tensor_boundaries(partition)
+    violations += _settings_honoured(partition, support)
+    violations += _block_sizes(partition)
+    violations += _merged(partition)
+    return violations
+
+
+def _placement(partition: Partition) -> list[Violation]:
+    """Every compute node in exactly one segment; nothing else in any segment."""
+    found: list[Violation] = []
+    placed: dict[torch.fx.Node, int] = {}
+    graph_nodes = set(partition.graph_module.graph.nodes)
+    for index, segment in enumerate(partition.segments):
+        for node in segment.nodes:
+            if node not in graph_nodes or not is_compute(node):
+                found.append(Violation("placement", f"{node.op} node is not a compute node of the graph", index, node.name))
+            elif node in placed:
+                found.append(Violation("placement", f"also in segment @{placed[node]}", index, node.name))
+            else:
+                placed[node] = index
+    for node in partition.compute_nodes:
+        if node not in placed:
+            found.append(Violation("placement", "compute node in no segment", None, node.name))
+    return found
+
+
+def _topological_order(partition: Partition) -> list[Violation]:
+    """Running the segments in order, every value is defined before it is read."""
+    found: list[Violation] = []
+    defined = {n for n in partition.graph_module.graph.nodes if n.op in ("placeholder", "get_attr")}
+    for index, segment in enumerate(partition.segments):
+        if not segment.nodes:
+            found.append(Violation("topological", "empty segment", index))
+        for node in segment.nodes:
+            for value in node.all_input_nodes:
+                if value not in defined:
+                    found.append(Violation("topological", f"reads {value.name} before it is computed", index, node.name))
+            defined.add(node)
+    output = next(n for n in reversed(partition.graph_module.graph.nodes) if n.op == "output")
+    for value in output.all_input_nodes:
+        if value not in defined:
+            found.append(Violation("topological", f"graph output {value.name} is never computed", None, value.name))
+    return found
+
+
+def _tensor_boundaries(partition: Partition) -> list[Violation]:
+    """TensorRT segments take and return Tensors (or lists of Tensors) only."""
+    found = []
+    for index, segment in enumerate(partition.segments):
+        if segment.target is not Target.TENSORRT:
+            continue
+        for kind, values in (("input", segment.inputs), ("output", segment.outputs)):
+            for value in values:
+                if not node_is_tensor(value):
+                    found.append(Violation(
+                        "tensor_boundary",
+                        f"{kind} {value.name} is a {type(value.meta.get('val')).__name__}, not a Tensor",
+                        index, value.name,
+                    ))
+    return found
+
+
+def _settings_honoured(partition: Partition, support: Support) -> list[Violation]:
+    """No unsupported, forced-op or forced-module node in a TensorRT segment."""
+    supports = support_function(support)
+    forced_ops = resolve_ops(partition.settings.torch_executed_ops)
+    forced_modules = resolve_modules(partition.settings.torch_executed_modules, partition.graph_module.graph)
+    found = []
+    for index, segment in enumerate(partition.segments):
+        if segment.target is not Target.TENSORRT:
+            continue
+        for node in segment.nodes:
+            if is_getitem(node):
+                continue  # follows its producer, which is checked itself
+            if forced_ops(node.target):
+                found.append(Violation("forced_op", f"{node.target} is in torch_executed_ops", index, node.name))
+            elif (module := forced_modules(node)) is not None:
+                found.append(Violation("forced_module", f"inside forced module {module!r}", index, node.name))
+            elif not supports(node):
+                found.append(Violation("unsupported", f"{node.target} has no converter", index, node.name))
+    return found
+
+
+def _block_sizes(partition: Partition) -> list[Violation]:
+    if partition.settings.require_full_compilation:
+        return []
+    minimum = partition.settings.min_block_size
+    return [
+        Violation("min_block_size", f"TensorRT segment of {segment.size} compute nodes < {minimum}", index)
+        for index, segment in enumerate(partition.segments)
+        if segment.target is Target.TENSORRT and segment.size < minimum
+    ]
+
+
+def _merged(partition: Partition) -> list[Violation]:
+    segments = partition.segments
+    return [
+        Violation("merge", f"adjacent {segments[i].target.display} segments @{i} and @{i + 1} should be merged", i)
+        for i in range(len(segments) - 1)
+        if mergeable(segments[i], segments[i + 1])
+    ]
