@@ -1,12 +1,18 @@
 """trtcheck: prove that a PyTorch model split between TensorRT and PyTorch still computes what it did."""
 
+from trtcheck.compiler import CompilationError, CompileTimes, compile
 from trtcheck.errors import LoweringError, PartitionError, SettingsError, TrtcheckError
 from trtcheck.lowering import lower
 from trtcheck.partitioning import Partition, Reason, ReasonKind, Segment, Target, partition
 from trtcheck.settings import Settings
+from trtcheck.stitching import InputMismatchError
 from trtcheck.verification import Violation, check_invariants
 
 __all__ = [
+    "CompilationError",
+    "CompileTimes",
+    "compile",
+    "InputMismatchError",
     "LoweringError",
     "Partition",
     "PartitionError",

@@ -42,6 +42,7 @@ class ReasonKind(str, enum.Enum):
     NON_TENSOR_BOUNDARY = "non_tensor_boundary"  # linked to Torch through a non-Tensor value
     MIN_BLOCK_SIZE = "min_block_size"  # its TensorRT run was shorter than min_block_size
     FOLLOWS_PRODUCER = "follows_producer"  # operator.getitem runs where the tuple it indexes was made
+    CONVERSION_FAILED = "conversion_failed"  # its TensorRT segment failed to convert or build: PyTorch
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,7 @@ class Partition:
     segments: list[Segment]
     reasons: dict[torch.fx.Node, Reason]
     settings: Settings = field(default_factory=Settings)
+    fallbacks: list[str] = field(default_factory=list)  # TensorRT segments that failed to compile, and why
 
     def segments_of(self, target: Target) -> list[Segment]:
         return [segment for segment in self.segments if segment.target is target]
