@@ -8,6 +8,8 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+pytest_plugins = ["pytester"]  # the plugin's own tests (suites/harness) run downstream suites with it
+
 settings.register_profile(
     "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
 )

@@ -6,7 +6,7 @@ from trtcheck.lowering import lower
 from trtcheck.partitioning import Partition, Reason, ReasonKind, Segment, Target, partition
 from trtcheck.settings import Settings
 from trtcheck.stitching import InputMismatchError
-from trtcheck.verification import Violation, check_invariants
+from trtcheck.verification import VerificationError, VerificationReport, Violation, check_invariants, verify
 
 __all__ = [
     "CompilationError",
@@ -23,8 +23,11 @@ __all__ = [
     "SettingsError",
     "Target",
     "TrtcheckError",
+    "VerificationError",
+    "VerificationReport",
     "Violation",
     "check_invariants",
+    "verify",
     "lower",
     "partition",
 ]

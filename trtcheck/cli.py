@@ -1,6 +1,7 @@
 """The ``trtcheck`` command: look at how a zoo model is partitioned, from the shell.
 
     trtcheck partition resnet18 --min-block-size 3 --torch-executed-ops aten::relu --explain
+    trtcheck report monday.json tuesday.json --out report/ --fail-on-regression
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 import trtcheck
+from trtcheck import report
 
 
 def _settings(args: argparse.Namespace) -> trtcheck.Settings:
@@ -33,6 +35,18 @@ def _partition(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    runs = report.load_runs(args.runs)
+    baseline = report.load_run(args.baseline) if args.baseline else None
+    result = report.write_report(runs, args.out, baseline, args.threshold, args.allow_cross_machine)
+    for warning in result.warnings:
+        print(f"trtcheck: warning: {warning}", file=sys.stderr)
+    for regression in result.regressions:
+        print(f"REGRESSION {regression.describe()}")
+    print(f"wrote {result.markdown} and {result.html}")
+    return 1 if args.fail_on_regression and result.regressions else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trtcheck", description=trtcheck.__doc__)
     parser.add_argument("--version", action="version", version=f"trtcheck {trtcheck.__version__}")
@@ -47,6 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
     part.add_argument("--graphs", action="store_true", help="print every segment's graph (the seed's format)")
     part.add_argument("--explain", action="store_true", help="print where each node runs and why")
     part.set_defaults(run=_partition)
+    rep = commands.add_parser("report", help="Markdown/HTML report and plots from pytest-benchmark JSON files")
+    rep.add_argument("runs", nargs="+", metavar="RUN.json", help="pytest --benchmark-json files; the latest by datetime is reported")
+    rep.add_argument("--out", required=True, metavar="DIR", help="directory for report.md, report.html and the plots")
+    rep.add_argument("--baseline", metavar="FILE", help="compare against this run (default: the previous run among RUN.json)")
+    rep.add_argument("--threshold", type=float, default=report.DEFAULT_THRESHOLD,
+                     help=f"flag a stitched median slower by more than this fraction (default {report.DEFAULT_THRESHOLD})")
+    rep.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any regression is flagged")
+    rep.add_argument("--allow-cross-machine", action="store_true", help="compare against a baseline from another machine")
+    rep.set_defaults(run=_report)
     return parser
 
 

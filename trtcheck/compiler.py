@@ -133,8 +133,7 @@ def _renumber(partition: Partition, engines: dict[int, Engine]) -> dict[int, Eng
 
 def _flat_inputs(gm: torch.fx.GraphModule, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> list[Any]:
     """The model's inputs flattened the way the lowered graph's placeholders take them."""
-    in_spec = getattr(gm, "_in_spec", None)
-    if in_spec is None:
+    if getattr(gm.graph._codegen, "pytree_info", None) is None:  # placeholders take the arguments as they are
         return list(args)
     leaves, _ = torch.utils._pytree.tree_flatten((tuple(args), dict(kwargs or {})))
     return leaves

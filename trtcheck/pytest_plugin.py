@@ -1,34 +1,202 @@
-"""The pytest plugin (registered through the ``pytest11`` entry point): options and markers only.
+"""The pytest plugin (registered through the ``pytest11`` entry point): options, parametrization, fixtures.
 
-``--trtcheck`` turns the verification matrix on; tests marked ``trtcheck`` are skipped without it, since
-they compile whole models and take minutes. The work itself lives in the library (``trtcheck``).
+It stays thin: options become a ``HarnessConfig``, and fixtures are partial applications of the library's
+``trtcheck.compile`` and ``trtcheck.verify``. ``--trtcheck`` turns the verification matrix on; without it,
+tests marked ``trtcheck`` (and every test using a trtcheck fixture) are skipped, since they compile models.
+
+Downstream::
+
+    def test_mine(trtcheck_verify):
+        trtcheck_verify(MyModel().eval(), (torch.randn(1, 3, 32, 32),))
+
+``pytest --trtcheck`` runs it once per selected preset (``--trtcheck-settings``).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 MARKER = "trtcheck"
+FIXTURES = frozenset({"trtcheck_settings", "trtcheck_compile", "trtcheck_verify", "trtcheck_model", "trtcheck_preset", "trtcheck_model_entry"})
+
+# option name -> (ini default, type, help); every option is also an ini setting (trtcheck_backend, ...).
+OPTIONS: dict[str, tuple[str, Callable[[str], Any], str]] = {
+    "backend": ("auto", str, "engine backend: onnxruntime, tensorrt or auto (TensorRT when it and CUDA exist)"),
+    "models": ("*", str, "zoo models to verify: names or globs, comma separated (e.g. 'resnet*,seed_lgamma')"),
+    "settings": ("min_block_size_1,min_block_size_5,torch_relu,torch_module", str, "fallback presets, comma separated, or 'all'"),
+    "examples": ("10", int, "random graphs per random-graph test (hypothesis max_examples)"),
+    "report": ("trtcheck-report", str, "directory for failure repros and artifacts"),
+    "seed": ("0", int, "seed of the random inputs used for equivalence"),
+}
+STASH = pytest.StashKey["HarnessConfig"]()
+
+
+@dataclass(frozen=True)
+class HarnessConfig:
+    """The resolved ``--trtcheck-*`` options of one pytest session."""
+
+    enabled: bool
+    backend: str
+    models: tuple[str, ...]
+    presets: tuple[Any, ...]
+    examples: int
+    report_dir: Path
+    seed: int
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("trtcheck", "trtcheck: TensorRT/PyTorch partition verification")
-    group.addoption(
-        "--trtcheck",
-        action="store_true",
-        default=False,
-        help="run the trtcheck verification matrix (tests marked 'trtcheck')",
+    group.addoption("--trtcheck", action="store_true", default=False, help="run the trtcheck verification matrix")
+    for name, (default, _, help_text) in OPTIONS.items():
+        group.addoption(f"--trtcheck-{name}", dest=f"trtcheck_{name}", default=None, help=f"{help_text} (default: {default})")
+        parser.addini(f"trtcheck_{name}", help_text, default=default)
+
+
+def _option(config: pytest.Config, name: str) -> Any:
+    default, kind, _ = OPTIONS[name]
+    value = config.getoption(f"trtcheck_{name}")
+    if value is None:
+        value = config.getini(f"trtcheck_{name}") or default
+    try:
+        return kind(value)
+    except ValueError:
+        raise pytest.UsageError(f"--trtcheck-{name}: expected {kind.__name__}, got {value!r}") from None
+
+
+def _split(value: str) -> list[str]:
+    return [part for part in value.replace(",", " ").split() if part]
+
+
+def _harness_config(config: pytest.Config) -> HarnessConfig:
+    from trtcheck.errors import SettingsError
+    from trtcheck.presets import resolve_presets
+
+    try:
+        presets = tuple(resolve_presets(_split(_option(config, "settings"))))
+    except SettingsError as error:
+        raise pytest.UsageError(f"--trtcheck-settings: {error}") from None
+    report = Path(_option(config, "report"))
+    return HarnessConfig(
+        enabled=config.getoption("trtcheck"),
+        backend=_option(config, "backend"),
+        models=tuple(_zoo_names(_split(_option(config, "models")))),
+        presets=presets,
+        examples=_option(config, "examples"),
+        report_dir=report if report.is_absolute() else config.rootpath / report,
+        seed=_option(config, "seed"),
     )
+
+
+def harness(config: pytest.Config) -> HarnessConfig:
+    """The session's resolved options, made on first use: sessions that never touch trtcheck never import torch."""
+    if STASH not in config.stash:
+        config.stash[STASH] = _harness_config(config)
+    return config.stash[STASH]
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: part of the verification matrix; runs only with --trtcheck")
+    if config.getoption("trtcheck"):
+        harness(config)  # fail fast on a bad option
+
+
+def _zoo_names(patterns: list[str]) -> list[str]:
+    import models
+
+    names: list[str] = []
+    for pattern in patterns:
+        matched = models.names(pattern)
+        if not matched:
+            raise pytest.UsageError(f"--trtcheck-models: {pattern!r} matches no zoo model; known: {', '.join(models.names())}")
+        names += [name for name in matched if name not in names]
+    return names
+
+
+def _zoo_entries(names: tuple[str, ...]) -> list[Any]:
+    import models
+
+    return [models.get(name) for name in names]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    wants_model = "trtcheck_model_entry" in metafunc.fixturenames
+    wants_preset = "trtcheck_preset" in metafunc.fixturenames
+    if not (wants_model or wants_preset):
+        return
+    options = harness(metafunc.config)
+    if wants_model and wants_preset:
+        pairs = [
+            (entry, preset)
+            for entry in _zoo_entries(options.models)
+            for preset in options.presets
+            if preset.settings_for(entry.fallback_module) is not None
+        ]
+        ids = [f"{entry.name}-{preset.name}" for entry, preset in pairs]
+        metafunc.parametrize(("trtcheck_model_entry", "trtcheck_preset"), pairs, ids=ids)
+    elif wants_model:
+        entries = _zoo_entries(options.models)
+        metafunc.parametrize("trtcheck_model_entry", entries, ids=[e.name for e in entries])
+    elif wants_preset:  # a user's own model: presets that need a zoo submodule do not apply
+        presets = [p for p in options.presets if p.settings_for(None) is not None]
+        metafunc.parametrize("trtcheck_preset", presets, ids=[p.name for p in presets])
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("trtcheck"):
-        return
-    skip = pytest.mark.skip(reason="trtcheck verification matrix: run with --trtcheck")
+    skip = None if config.getoption("trtcheck") else pytest.mark.skip(reason="trtcheck verification matrix: run with --trtcheck")
     for item in items:
-        if item.get_closest_marker(MARKER) is not None:
+        if FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(MARKER)
+        if skip is not None and item.get_closest_marker(MARKER) is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def trtcheck_config(request: pytest.FixtureRequest) -> HarnessConfig:
+    """The session's ``--trtcheck-*`` options."""
+    return harness(request.config)
+
+
+@pytest.fixture
+def trtcheck_model(trtcheck_model_entry: Any) -> tuple[Any, tuple]:
+    """A freshly built zoo model and its example inputs (parametrized over ``--trtcheck-models``)."""
+    return trtcheck_model_entry.build()
+
+
+@pytest.fixture
+def trtcheck_settings(trtcheck_preset: Any, request: pytest.FixtureRequest) -> Any:
+    """The ``trtcheck.Settings`` of the current preset (parametrized over ``--trtcheck-settings``)."""
+    entry = request.getfixturevalue("trtcheck_model_entry") if "trtcheck_model_entry" in request.fixturenames else None
+    return trtcheck_preset.settings_for(entry.fallback_module if entry is not None else None)
+
+
+@pytest.fixture
+def trtcheck_compile(trtcheck_settings: Any, trtcheck_config: HarnessConfig) -> Callable[..., Any]:
+    """``trtcheck.compile`` with the current preset's settings and the session's backend."""
+    import trtcheck
+
+    return functools.partial(trtcheck.compile, settings=trtcheck_settings, backend=trtcheck_config.backend)
+
+
+@pytest.fixture
+def trtcheck_verify(trtcheck_settings: Any, trtcheck_config: HarnessConfig, request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``trtcheck.verify`` with the current preset, backend and seed; a failure writes a repro to the report dir."""
+    import trtcheck
+
+    def run(model: Any, example_inputs: Any, **overrides: Any) -> Any:
+        options = dict(
+            settings=trtcheck_settings,
+            backend=trtcheck_config.backend,
+            seed=trtcheck_config.seed,
+            report_dir=trtcheck_config.report_dir,
+            name=request.node.name,
+        )
+        options.update(overrides)
+        return trtcheck.verify(model, example_inputs, **options)
+
+    return run

@@ -75,10 +75,7 @@ def stitch(partition: Partition, engines: Mapping[int, Engine]) -> torch.fx.Grap
     graph.node_copy(output, lookup)
     graph._codegen = copy.deepcopy(source.graph._codegen)
 
-    stitched = torch.fx.GraphModule(attributes, graph, class_name="StitchedModule")
-    for attribute in ("_in_spec", "_out_spec"):  # read by torch.export's pytree code generator
-        if hasattr(source, attribute):
-            setattr(stitched, attribute, getattr(source, attribute))
+    stitched = torch.fx.GraphModule(attributes, graph, class_name="StitchedModule")  # sets the pytree specs
     stitched.partition = partition
     return stitched
 

@@ -69,7 +69,7 @@ def test_a_wrong_converter_changes_the_answer():
     model, inputs = build("seed_lgamma")
 
     def mul_as_add(ctx, node):
-        return ctx.add("Add", [ctx.name(node.args[0]), ctx.name(node.args[1])])
+        return ctx.add("Add", [ctx.name(node.args[0]), ctx.name(node.args[1], dtype=ctx.meta(node).dtype)])
 
     with converters.Snapshot():
         converters.register(aten.mul.Tensor, override=True)(mul_as_add)

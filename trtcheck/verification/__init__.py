@@ -1,5 +1,17 @@
-"""Verification: invariants of a partition (and, with the harness, equivalence against eager)."""
+"""Verification: invariants of a partition, equivalence against eager, and repros of failures."""
 
+from trtcheck.verification.equivalence import Comparison, OutputComparison, compare, default_tolerances
 from trtcheck.verification.invariants import Violation, check_invariants
+from trtcheck.verification.verify import VerificationError, VerificationReport, verify
 
-__all__ = ["Violation", "check_invariants"]
+__all__ = [
+    "Comparison",
+    "OutputComparison",
+    "VerificationError",
+    "VerificationReport",
+    "Violation",
+    "check_invariants",
+    "compare",
+    "default_tolerances",
+    "verify",
+]

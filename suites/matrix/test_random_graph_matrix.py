@@ -1,0 +1,21 @@
+"""Random core-ATen graphs under every selected preset: invariants and equivalence, shrunk on failure."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from matrix_checks import check_model
+from trtcheck.strategies import aten_graphs
+
+pytestmark = pytest.mark.trtcheck
+
+
+def test_random_graphs(trtcheck_settings, trtcheck_verify, trtcheck_config):
+    @settings(max_examples=trtcheck_config.examples, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(aten_graphs(max_nodes=15))
+    def check(graph):
+        check_model(graph.graph_module, graph.example_inputs, trtcheck_settings, trtcheck_verify, num_inputs=2)
+
+    check()

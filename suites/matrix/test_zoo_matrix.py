@@ -1,0 +1,14 @@
+"""The verification matrix: every selected zoo model under every selected preset (``pytest --trtcheck``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from matrix_checks import check_model, zoo_tolerances
+
+pytestmark = pytest.mark.trtcheck
+
+
+def test_zoo_model(trtcheck_model_entry, trtcheck_settings, trtcheck_verify):
+    model, inputs = trtcheck_model_entry.build()
+    check_model(model, inputs, trtcheck_settings, trtcheck_verify, **zoo_tolerances(trtcheck_model_entry, model, inputs))

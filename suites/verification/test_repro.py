@@ -1,0 +1,189 @@
+"""``write_repro``: a folder that reloads the very graph that failed, and a script that runs from anywhere."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import trtcheck
+from trtcheck.lowering import lower
+from trtcheck.settings import resolve_ops
+from trtcheck.verification.repro import safe_name, settings_to_json, write_repro
+
+aten = torch.ops.aten
+
+
+class Net(torch.nn.Module):
+    """Parameters, a buffer, a dict input, a tuple-returning op and a nested output: all a repro must keep."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(3, 4)
+        self.register_buffer("offset", torch.linspace(-1, 1, 4))
+
+    def forward(self, x, extra):
+        y = self.proj(x) + self.offset + extra["bias"]
+        values, indices = torch.max(y, dim=1)
+        return torch.relu(y), {"scaled": y * 2, "max": values, "argmax": indices}
+
+
+class FlatNet(Net):
+    def forward(self, x, bias):
+        return super().forward(x, {"bias": bias})
+
+
+@pytest.fixture
+def case():
+    torch.manual_seed(0)
+    inputs = (torch.randn(2, 3), {"bias": torch.randn(4)})
+    gm = lower(Net().eval(), inputs)
+    settings = trtcheck.Settings(
+        min_block_size=1, torch_executed_ops=[aten.relu.default, "aten::mul"], torch_executed_modules=["proj"]
+    )
+    return gm, inputs, settings
+
+
+def run_script(folder, *args):
+    """``python repro.py`` as a user would run it: a fresh interpreter, in an unrelated directory."""
+    elsewhere = folder.parent / "elsewhere"
+    elsewhere.mkdir(exist_ok=True)
+    return subprocess.run(
+        [sys.executable, str(folder / "repro.py"), *args], cwd=elsewhere, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_repro_folder_has_every_file_and_the_failure(tmp_path, case):
+    gm, inputs, settings = case
+    folder = write_repro(tmp_path, gm, inputs, settings, "onnxruntime", "out[0]: 3 of 8 elements exceed\ndetails")
+    assert folder == tmp_path / "repro"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "failure.txt", "graph.py", "inputs.pt", "model.pt", "repro.py", "settings.json"
+    ]
+    assert (folder / "failure.txt").read_text() == "out[0]: 3 of 8 elements exceed\ndetails\n"
+    assert "aten.addmm.default" in (folder / "graph.py").read_text()
+    assert json.loads((folder / "settings.json").read_text()) == {
+        "min_block_size": 1,
+        "torch_executed_ops": ["aten.relu.default", "aten::mul"],
+        "torch_executed_modules": ["proj"],
+        "segmentation": "dependency_aware",
+        "require_full_compilation": False,
+    }
+
+
+def test_settings_json_loads_back_into_equal_resolved_settings(case):
+    _, _, settings = case
+    again = trtcheck.Settings(**json.loads(json.dumps(settings_to_json(settings))))
+    assert resolve_ops(again.torch_executed_ops) == resolve_ops(settings.torch_executed_ops)
+
+
+def test_script_dry_run_from_another_directory_loads_everything(tmp_path, case):
+    gm, inputs, settings = case
+    folder = write_repro(tmp_path / "deep" / "er", gm, inputs, settings, "onnxruntime", "mismatch in out[0]")
+    result = run_script(folder, "--dry-run")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "recorded failure: mismatch in out[0]" in out
+    assert "input 0: Tensor(shape=(2, 3), dtype=torch.float32" in out
+    assert "input 1: {'bias': Tensor(shape=(4,)" in out
+    assert "min_block_size=1" in out and "'aten.relu.default'" in out and "torch_executed_modules=['proj']" in out
+    assert "backend: onnxruntime" in out and "trtcheck.verify not called" in out
+
+
+def test_script_without_dry_run_calls_verify(tmp_path, case):
+    _, _, settings = case
+    inputs = (torch.randn(2, 3), torch.randn(4))
+    folder = write_repro(tmp_path, lower(FlatNet().eval(), inputs), inputs, settings, "onnxruntime", "boom")
+    result = run_script(folder)
+    assert "recorded failure: boom" in result.stdout
+    if hasattr(trtcheck, "verify"):  # a correct model: the "failure" does not reproduce
+        assert result.returncode == 0, result.stderr
+        assert "did not reproduce" in result.stdout
+    else:  # until verify lands, the script must get as far as calling it
+        assert result.returncode != 0 and "trtcheck.verify(" in result.stderr
+
+
+def test_model_pt_reloads_the_same_graph_with_its_metadata(tmp_path, case):
+    gm, inputs, settings = case
+    folder = write_repro(tmp_path, gm, inputs, settings, "onnxruntime", "x")
+    loaded = torch.load(folder / "model.pt", weights_only=False)
+    saved_inputs = torch.load(folder / "inputs.pt", weights_only=False)
+    assert isinstance(loaded, torch.fx.GraphModule)
+    torch.testing.assert_close(loaded(*saved_inputs), gm(*inputs), rtol=0, atol=0)
+    assert [(n.op, n.name, n.target) for n in loaded.graph.nodes] == [(n.op, n.name, n.target) for n in gm.graph.nodes]
+    for old, new in zip(gm.graph.nodes, loaded.graph.nodes):
+        old_val, new_val = old.meta.get("val"), new.meta.get("val")
+        if isinstance(old_val, torch.Tensor):
+            assert (new_val.shape, new_val.dtype, new_val.stride()) == (old_val.shape, old_val.dtype, old_val.stride())
+        assert [path for path, _ in new.meta.get("nn_module_stack", {}).values()] == [
+            path for path, _ in old.meta.get("nn_module_stack", {}).values()
+        ]
+    # the same partition: module fallback (nn_module_stack) and shapes (meta["val"]) survived
+    assert str(trtcheck.partition(loaded, saved_inputs, settings=settings)) == str(
+        trtcheck.partition(gm, inputs, settings=settings)
+    )
+
+
+def test_reloaded_model_compiles_to_the_same_results(tmp_path, case):
+    _, _, settings = case
+    inputs = (torch.randn(2, 3), torch.randn(4))
+    gm = lower(FlatNet().eval(), inputs)
+    folder = write_repro(tmp_path, gm, inputs, settings, "onnxruntime", "x")
+    loaded = torch.load(folder / "model.pt", weights_only=False)
+    compiled = trtcheck.compile(loaded, inputs, settings, backend="onnxruntime")
+    assert any(segment.target is trtcheck.Target.TENSORRT for segment in compiled.partition.segments)
+    torch.testing.assert_close(compiled(*inputs), gm(*inputs))
+
+
+def test_reloaded_model_with_a_dict_input_compiles(tmp_path, case):
+    gm, inputs, settings = case
+    folder = write_repro(tmp_path, gm, inputs, settings, "onnxruntime", "x")
+    loaded = torch.load(folder / "model.pt", weights_only=False)
+    compiled = trtcheck.compile(loaded, inputs, settings, backend="onnxruntime")
+    torch.testing.assert_close(compiled(*inputs), gm(*inputs))
+
+
+def test_symbolic_trace_graph_of_aten_ops_and_a_leaf_module(tmp_path):
+    class Traced(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.nn.Linear(4, 4)
+            self.scale = torch.nn.Parameter(torch.full((4,), 0.5))
+
+        def forward(self, x):
+            y = aten.mul.Tensor(self.inner(x), self.scale)
+            return aten.add.Tensor(aten.tanh.default(y), 1.0), aten.sum.dim_IntList(y, [1])
+
+    torch.manual_seed(1)
+    gm = torch.fx.symbolic_trace(Traced())
+    x = torch.randn(3, 4)
+    folder = write_repro(tmp_path, gm, (x,), trtcheck.Settings(), "onnxruntime", "f", name="traced")
+    loaded = torch.load(folder / "model.pt", weights_only=False)
+    torch.testing.assert_close(loaded(x), gm(x), rtol=0, atol=0)
+    assert isinstance(loaded.inner, torch.nn.Linear) and isinstance(loaded.scale, torch.nn.Parameter)
+    assert run_script(folder, "--dry-run").returncode == 0
+
+
+def test_exported_program_is_stored_as_its_module(tmp_path):
+    inputs = (torch.randn(2, 3), {"bias": torch.randn(4)})
+    program = torch.export.export(Net(), inputs)
+    folder = write_repro(tmp_path, program, inputs, trtcheck.Settings(), "onnxruntime", "f")
+    loaded = torch.load(folder / "model.pt", weights_only=False)
+    assert all(node.op != "call_module" for node in loaded.graph.nodes)  # export's _guards_fn is dropped
+    torch.testing.assert_close(loaded(*inputs), program.module()(*inputs), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "name, folder",
+    [
+        ("suites/x.py::test_y[resnet18-min_block_size=3]", "suites_x.py_test_y_resnet18-min_block_size_3"),
+        ("..", "repro"),
+        ("a b/c", "a_b_c"),
+        ("x" * 300, "x" * 120),
+    ],
+)
+def test_names_are_made_safe_for_the_filesystem(name, folder):
+    assert safe_name(name) == folder

@@ -1,0 +1,67 @@
+"""What a benchmark of a stitched module records next to its timings (pytest-benchmark's ``extra_info``).
+
+The report (``trtcheck report``) reads these keys back from pytest-benchmark's JSON, so this module is
+the one place that defines them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from typing import Any
+
+import torch
+import torch.fx
+
+from trtcheck.partitioning.partition import Partition, Target
+
+SCHEMA_VERSION = 1
+VARIANTS = ("eager", "stitched")
+
+
+def boundary_traffic(partition: Partition) -> tuple[int, int]:
+    """Values crossing between segments (or from graph inputs into engines) per call, and their bytes."""
+    count, size = 0, 0
+    for segment in partition.segments:
+        for value in segment.inputs:
+            meta = value.meta.get("val")
+            producer_is_input = value.op == "placeholder"
+            if segment.target is Target.TORCH and producer_is_input:
+                continue  # a graph input read by PyTorch crosses no engine boundary
+            count += 1
+            if isinstance(meta, torch.Tensor):
+                size += math.prod(int(d) for d in meta.shape) * meta.element_size()
+    return count, size
+
+
+def extra_info(
+    model: str,
+    preset: str,
+    variant: str,
+    backend: str,
+    stitched: torch.fx.GraphModule | None,
+    equivalence: dict[str, Any] | None = None,
+    denormals_flushed: bool = False,
+) -> dict[str, Any]:
+    """The ``extra_info`` of one benchmark; ``stitched`` also describes the eager variant of its group."""
+    info: dict[str, Any] = {
+        "trtcheck_schema": SCHEMA_VERSION,
+        "model": model,
+        "preset": preset,
+        "variant": variant,
+        "backend": backend,
+        "denormals_flushed": denormals_flushed,
+    }
+    if stitched is not None:
+        partition = stitched.partition
+        boundaries, boundary_bytes = boundary_traffic(partition)
+        info.update(
+            segments={"tensorrt": len(partition.segments_of(Target.TENSORRT)), "torch": len(partition.segments_of(Target.TORCH))},
+            boundaries=boundaries,
+            boundary_bytes=boundary_bytes,
+            compile_times=asdict(stitched.compile_times),
+            fallbacks=len(partition.fallbacks),
+        )
+    if equivalence is not None:
+        info["equivalence"] = equivalence
+    return info

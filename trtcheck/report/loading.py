@@ -1,0 +1,272 @@
+"""Reading pytest-benchmark JSON files back into runs of trtcheck benchmark groups.
+
+A run is one ``pytest --benchmark-json`` file. Its trtcheck benchmarks (those whose ``extra_info`` was
+written by ``trtcheck.benchmarking.extra_info``) pair up into groups, one eager and one stitched
+benchmark per model and preset. Everything else in the file is counted, not read: a project may keep
+other benchmarks in the same session.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from trtcheck.benchmarking import SCHEMA_VERSION, VARIANTS
+from trtcheck.errors import TrtcheckError
+
+
+class ReportError(TrtcheckError):
+    """A benchmark file cannot be reported on: unreadable, not pytest-benchmark JSON, or no trtcheck data."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Where a run was measured; two runs are comparable only when their ``identity`` is equal."""
+
+    node: str
+    processor: str
+    arch: str
+    python: str
+    cores: int | None
+
+    @property
+    def identity(self) -> tuple[str, str, str]:
+        """Host name, CPU model and architecture: what decides whether timings can be compared."""
+        return (self.node, self.processor, self.arch)
+
+    def describe(self) -> str:
+        cores = f", {self.cores} cores" if self.cores else ""
+        return f"{self.node} ({self.processor or 'unknown CPU'}, {self.arch}{cores}, Python {self.python})"
+
+
+@dataclass(frozen=True)
+class Commit:
+    """The commit pytest-benchmark found in the working directory of the run."""
+
+    id: str
+    branch: str
+    dirty: bool
+    time: str | None
+
+    def describe(self) -> str:
+        is_sha = len(self.id) >= 12 and all(c in "0123456789abcdef" for c in self.id.lower())
+        short = self.id[:10] if is_sha else (self.id or "unknown")
+        return f"{short} on {self.branch or 'unknown branch'}{' (dirty)' if self.dirty else ''}"
+
+
+@dataclass(frozen=True)
+class Group:
+    """One model under one preset in one run: its eager and stitched medians and the compile it timed.
+
+    The partition facts (segments, boundaries, compile times, ...) describe the stitched module; both
+    variants carry them, so they are read from whichever benchmark has them. Every field may be None
+    when the file lacks it (a group whose stitched benchmark failed has no stitched median).
+    """
+
+    model: str
+    preset: str
+    backend: str | None
+    eager_median: float | None
+    stitched_median: float | None
+    segments_tensorrt: int | None
+    segments_torch: int | None
+    boundaries: int | None
+    boundary_bytes: int | None
+    compile_times: Mapping[str, float]
+    fallbacks: int | None
+    equivalence: Mapping[str, Any] | None
+    denormals_flushed: bool | None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.model, self.preset)
+
+    @property
+    def label(self) -> str:
+        """``model/preset``: how plots and tables name the group."""
+        return f"{self.model}/{self.preset}"
+
+    @property
+    def speedup(self) -> float | None:
+        """Eager median over stitched median: above 1 means the stitched module is faster."""
+        if self.eager_median is None or not self.stitched_median:
+            return None
+        return self.eager_median / self.stitched_median
+
+    @property
+    def segments_total(self) -> int | None:
+        if self.segments_tensorrt is None or self.segments_torch is None:
+            return None
+        return self.segments_tensorrt + self.segments_torch
+
+    @property
+    def compile_seconds(self) -> float | None:
+        return sum(self.compile_times.values()) if self.compile_times else None
+
+    @property
+    def equivalence_passed(self) -> bool | None:
+        """None when the benchmark recorded no equivalence check (it is optional in the schema)."""
+        if self.equivalence is None or "passed" not in self.equivalence:
+            return None
+        return bool(self.equivalence["passed"])
+
+
+@dataclass(frozen=True)
+class Run:
+    """One benchmark file: when and where it ran, and its trtcheck groups in file order."""
+
+    path: Path
+    datetime: datetime
+    machine: Machine
+    commit: Commit
+    groups: tuple[Group, ...]
+    ignored: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    def group(self, model: str, preset: str) -> Group | None:
+        return next((g for g in self.groups if g.key == (model, preset)), None)
+
+    @property
+    def label(self) -> str:
+        """The run's time and file name: unique enough for a legend or a table row."""
+        return f"{self.datetime:%Y-%m-%d %H:%M} {self.path.name}"
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ReportError(f"{path}: cannot be read ({error})") from None
+    except json.JSONDecodeError as error:
+        raise ReportError(f"{path}: not JSON ({error}); expected a file written by pytest --benchmark-json") from None
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        raise ReportError(f"{path}: not a pytest-benchmark JSON file (no 'benchmarks' list); write one with pytest --benchmark-json=FILE")
+    return data
+
+
+def _parse_datetime(path: Path, value: Any) -> datetime:
+    try:
+        stamp = datetime.fromisoformat(str(value))
+    except ValueError:
+        raise ReportError(f"{path}: 'datetime' is {value!r}, not an ISO date; runs are ordered by it") from None
+    # pytest-benchmark writes UTC with an offset; a naive stamp is taken as UTC, and every stamp is shown
+    # in UTC, so runs from machines in different time zones line up.
+    return stamp.astimezone(timezone.utc) if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+
+
+def _machine(info: Mapping[str, Any]) -> Machine:
+    cpu = info.get("cpu") or {}
+    return Machine(
+        node=str(info.get("node") or "unknown"),
+        processor=str(cpu.get("brand_raw") or info.get("processor") or ""),
+        arch=str(info.get("machine") or ""),
+        python=str(info.get("python_version") or ""),
+        cores=cpu.get("count"),
+    )
+
+
+def _commit(info: Mapping[str, Any]) -> Commit:
+    return Commit(
+        id=str(info.get("id") or ""),
+        branch=str(info.get("branch") or ""),
+        dirty=bool(info.get("dirty")),
+        time=info.get("time"),
+    )
+
+
+def _median(path: Path, benchmark: Mapping[str, Any]) -> float:
+    median = (benchmark.get("stats") or {}).get("median")
+    if not isinstance(median, (int, float)) or median < 0:
+        raise ReportError(f"{path}: benchmark {benchmark.get('fullname') or benchmark.get('name')!r} has no stats.median")
+    return float(median)
+
+
+def _first(values: Iterable[Any]) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def _group(model: str, preset: str, by_variant: Mapping[str, tuple[float, Mapping[str, Any]]]) -> Group:
+    infos = [by_variant[v][1] for v in ("stitched", "eager") if v in by_variant]
+    segments = _first(info.get("segments") for info in infos) or {}
+    return Group(
+        model=model,
+        preset=preset,
+        backend=_first(info.get("backend") for info in infos),
+        eager_median=by_variant["eager"][0] if "eager" in by_variant else None,
+        stitched_median=by_variant["stitched"][0] if "stitched" in by_variant else None,
+        segments_tensorrt=segments.get("tensorrt"),
+        segments_torch=segments.get("torch"),
+        boundaries=_first(info.get("boundaries") for info in infos),
+        boundary_bytes=_first(info.get("boundary_bytes") for info in infos),
+        compile_times=dict(_first(info.get("compile_times") for info in infos) or {}),
+        fallbacks=_first(info.get("fallbacks") for info in infos),
+        equivalence=_first(info.get("equivalence") for info in infos),
+        denormals_flushed=_first(info.get("denormals_flushed") for info in infos),
+    )
+
+
+def load_run(path: str | Path) -> Run:
+    """Read one pytest-benchmark JSON file; ``ReportError`` when it holds no trtcheck benchmark."""
+    path = Path(path)
+    data = _read_json(path)
+    notes: list[str] = []
+    ignored = 0
+    other_schema = 0
+    variants: dict[tuple[str, str], dict[str, tuple[float, Mapping[str, Any]]]] = {}
+    for benchmark in data["benchmarks"]:
+        info = benchmark.get("extra_info") if isinstance(benchmark, dict) else None
+        if not isinstance(info, dict) or "trtcheck_schema" not in info:
+            ignored += 1
+            continue
+        if info["trtcheck_schema"] != SCHEMA_VERSION:
+            other_schema += 1
+            continue
+        name = benchmark.get("fullname") or benchmark.get("name")
+        try:
+            key, variant = (str(info["model"]), str(info["preset"])), str(info["variant"])
+        except KeyError as missing:
+            raise ReportError(f"{path}: benchmark {name!r} has trtcheck extra_info without {missing}") from None
+        if variant not in VARIANTS:
+            raise ReportError(f"{path}: benchmark {name!r} has variant {variant!r}; expected one of {', '.join(VARIANTS)}")
+        group = variants.setdefault(key, {})
+        if variant in group:
+            notes.append(f"{key[0]}/{key[1]} has more than one {variant} benchmark: {name} was ignored, the first one read is used")
+            continue
+        group[variant] = (_median(path, benchmark), info)
+    if other_schema:
+        notes.append(f"{other_schema} benchmark(s) use a trtcheck_schema other than {SCHEMA_VERSION} and were skipped")
+    if ignored:
+        notes.append(f"{ignored} benchmark(s) without trtcheck extra_info were ignored")
+    if not variants:
+        raise ReportError(
+            f"{path}: no trtcheck benchmarks ({len(data['benchmarks'])} benchmark(s), "
+            f"{other_schema} with an unsupported trtcheck_schema); record them with "
+            "benchmark.extra_info.update(trtcheck.benchmarking.extra_info(...))"
+        )
+    for (model, preset), group in variants.items():
+        missing = [v for v in VARIANTS if v not in group]
+        if missing:
+            notes.append(f"{model}/{preset} has no {' or '.join(missing)} benchmark")
+    return Run(
+        path=path,
+        datetime=_parse_datetime(path, data.get("datetime")),
+        machine=_machine(data.get("machine_info") or {}),
+        commit=_commit(data.get("commit_info") or {}),
+        groups=tuple(_group(model, preset, group) for (model, preset), group in variants.items()),
+        ignored=ignored + other_schema,
+        notes=tuple(notes),
+    )
+
+
+def load_runs(paths: Iterable[str | Path]) -> list[Run]:
+    """Read every file, oldest run first (by the ``datetime`` pytest-benchmark stamped on it)."""
+    runs = [load_run(path) for path in paths]
+    if not runs:
+        raise ReportError("no benchmark files given")
+    return sorted(runs, key=lambda run: run.datetime)

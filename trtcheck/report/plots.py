@@ -1,0 +1,189 @@
+"""The report's four plots, drawn with matplotlib's Agg canvas into PNG files.
+
+Figures are built with ``matplotlib.figure.Figure`` and an explicit ``FigureCanvasAgg`` rather than
+``pyplot``: the report must not switch the backend or leave figures open in a caller's process (a
+notebook, a pytest session). matplotlib is an optional dependency (``trtcheck[report]``), imported only
+when a report is drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trtcheck.report.analysis import format_speedup
+from trtcheck.report.loading import Group, ReportError, Run
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+TENSORRT_COLOR = "#76b900"  # TensorRT segments: NVIDIA green
+TORCH_COLOR = "#ee4c2c"  # Torch segments: PyTorch orange
+LOG_SPAN = 20.0  # a value axis spanning more than this factor is drawn in log scale
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One drawn plot: where its PNG is, and the words that go with it in the report."""
+
+    name: str
+    title: str
+    caption: str
+    path: Path
+
+
+def _figure(width: float, height: float) -> Figure:
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ReportError("the report's plots need matplotlib: pip install 'trtcheck[report]'") from None
+    figure = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _palette(count: int) -> list:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"]
+    return [cmap(i % 10) for i in range(count)]
+
+
+def _log_scale_if_wide(axes, values: Sequence[float]) -> bool:
+    """Log y axis when the values span more than ``LOG_SPAN``: one slow model must not flatten the rest."""
+    positive = [v for v in values if v > 0]
+    wide = bool(positive) and max(positive) / min(positive) > LOG_SPAN
+    if wide:
+        axes.set_yscale("log")
+    return wide
+
+
+def _save(figure: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, format="png")
+    return path
+
+
+def _models_and_presets(groups: Sequence[Group]) -> tuple[list[str], list[str]]:
+    models = list(dict.fromkeys(g.model for g in groups))
+    presets = list(dict.fromkeys(g.preset for g in groups))
+    return models, presets
+
+
+def plot_speedup(run: Run, path: Path) -> Plot:
+    """Grouped bars: per model, one bar per preset, eager median / stitched median; a line at 1.0."""
+    models, presets = _models_and_presets(run.groups)
+    figure = _figure(max(6.0, 1.2 + 0.5 * len(models) * max(len(presets), 1)), 4.5)
+    axes = figure.add_subplot()
+    width = 0.8 / max(len(presets), 1)
+    values = []
+    for index, (preset, color) in enumerate(zip(presets, _palette(len(presets)))):
+        xs, heights = [], []
+        for position, model in enumerate(models):
+            group = run.group(model, preset)
+            if group is not None and group.speedup is not None:
+                xs.append(position - 0.4 + width * (index + 0.5))
+                heights.append(group.speedup)
+        bars = axes.bar(xs, heights, width, label=preset, color=color)
+        axes.bar_label(bars, labels=[format_speedup(h) for h in heights], fontsize=8, padding=2)
+        values.extend(heights)
+    axes.axhline(1.0, color="black", linestyle="--", linewidth=1, label="1.0 (as fast as eager)")
+    if not _log_scale_if_wide(axes, values + [1.0]):
+        axes.set_ylim(0, max(values + [1.0]) * 1.18)  # room for the bar labels
+    axes.set_xticks(range(len(models)), models, rotation=20 if len(models) > 4 else 0, ha="right" if len(models) > 4 else "center")
+    axes.set_ylabel("speedup (eager median / stitched median)")
+    axes.set_title(f"Speedup of stitched over eager, latest run ({run.datetime:%Y-%m-%d %H:%M})")
+    axes.legend(title="preset", fontsize=8, loc="best")
+    axes.grid(axis="y", alpha=0.3)
+    return Plot("speedup", "Speedup of stitched over eager", "Above the dashed line the stitched module is faster than eager PyTorch.", _save(figure, path))
+
+
+def plot_latency_history(runs: Sequence[Run], path: Path) -> Plot:
+    """One line per model/preset: stitched median (ms) at each run, runs in datetime order."""
+    labels = list(dict.fromkeys(g.label for run in runs for g in run.groups))
+    figure = _figure(max(7.0, 1.5 + 1.1 * len(runs)), 4.8)
+    axes = figure.add_subplot()
+    values = []
+    for label, color in zip(labels, _palette(len(labels))):
+        xs, ys = [], []
+        for position, run in enumerate(runs):
+            group = next((g for g in run.groups if g.label == label), None)
+            if group is not None and group.stitched_median is not None:
+                xs.append(position)
+                ys.append(group.stitched_median * 1e3)
+        axes.plot(xs, ys, marker="o", label=label, color=color)
+        values.extend(ys)
+    _log_scale_if_wide(axes, values)
+    several_machines = len({run.machine.identity for run in runs}) > 1
+    ticks = [f"{run.datetime:%Y-%m-%d\n%H:%M:%S}" + (f"\n{run.machine.node}" if several_machines else "") for run in runs]
+    axes.set_xticks(range(len(runs)), ticks, fontsize=8)
+    axes.set_xlim(-0.5, len(runs) - 0.5)
+    axes.set_xlabel("run (UTC datetime" + (", machine" if several_machines else "") + ")")
+    axes.set_ylabel("stitched median latency (ms)")
+    axes.set_title("Stitched latency over time")
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes.grid(alpha=0.3)
+    caption = "Lower is better. Runs are evenly spaced in datetime order."
+    if several_machines:
+        caption += " Runs come from different machines: a step between them is not a change in trtcheck."
+    return Plot("latency_history", "Stitched latency over time", caption, _save(figure, path))
+
+
+def _horizontal_stacked(run: Run, title: str, xlabel: str, stacks: list[tuple[str, str, list[float]]], path: Path, fmt: str, integer: bool = False) -> Path:
+    """Horizontal stacked bars, one row per group of ``run`` (labels are long, so rows, not columns)."""
+    labels = [g.label for g in run.groups]
+    figure = _figure(9.0, max(2.5, 1.3 + 0.45 * len(labels)))
+    axes = figure.add_subplot()
+    left = [0.0] * len(labels)
+    totals = [sum(column) for column in zip(*(widths for _, _, widths in stacks))]
+    readable = 0.06 * max(totals, default=0.0)  # narrower pieces get no number: it would not fit
+    for name, color, widths in stacks:
+        bars = axes.barh(labels, widths, left=left, label=name, color=color)
+        axes.bar_label(bars, labels=[fmt.format(w) if w and w >= readable else "" for w in widths], label_type="center", fontsize=9)
+        left = [a + b for a, b in zip(left, widths)]
+    axes.invert_yaxis()  # the first group on top, as in the table
+    if integer:
+        from matplotlib.ticker import MaxNLocator
+
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_xlabel(xlabel)
+    axes.set_title(title)
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes.grid(axis="x", alpha=0.3)
+    return _save(figure, path)
+
+
+def plot_compile_times(run: Run, path: Path) -> Plot:
+    """Stacked bars: seconds per compile phase (in the order ``CompileTimes`` records them) per group."""
+    phases = list(dict.fromkeys(phase for g in run.groups for phase in g.compile_times))
+    stacks = [
+        (phase, color, [float(g.compile_times.get(phase, 0.0)) for g in run.groups])
+        for phase, color in zip(phases, _palette(len(phases)))
+    ]
+    saved = _horizontal_stacked(run, "Compile time by phase, latest run", "seconds", stacks, path, "{:.2f}")
+    return Plot("compile_times", "Compile time by phase", "Where trtcheck.compile spends its time, per model and preset.", saved)
+
+
+def plot_segments(run: Run, path: Path) -> Plot:
+    """Stacked bars: TensorRT and Torch segments per group."""
+    stacks = [
+        ("TensorRT", TENSORRT_COLOR, [float(g.segments_tensorrt or 0) for g in run.groups]),
+        ("Torch", TORCH_COLOR, [float(g.segments_torch or 0) for g in run.groups]),
+    ]
+    saved = _horizontal_stacked(run, "Segments, latest run", "segments", stacks, path, "{:.0f}", integer=True)
+    return Plot("segments", "Segments per model", "Every Torch segment between TensorRT segments adds engine boundaries.", saved)
+
+
+def draw_all(runs: Sequence[Run], directory: Path) -> list[Plot]:
+    """The four plots of a report: latest run's speedup, latency history, compile phases, segments."""
+    latest = runs[-1]
+    return [
+        plot_speedup(latest, directory / "speedup.png"),
+        plot_latency_history(runs, directory / "latency_history.png"),
+        plot_compile_times(latest, directory / "compile_times.png"),
+        plot_segments(latest, directory / "segments.png"),
+    ]
+

@@ -1,0 +1,55 @@
+"""Writing a report directory: ``report.md``, a self-contained ``report.html`` and the plot PNGs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtcheck.report.analysis import DEFAULT_THRESHOLD, Regression, Summary, summarize
+from trtcheck.report.loading import ReportError, Run
+from trtcheck.report.plots import Plot, draw_all
+from trtcheck.report.render import render_html, render_markdown
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """What ``write_report`` wrote, and what it found (the CLI's exit code comes from ``regressions``)."""
+
+    summary: Summary
+    markdown: Path
+    html: Path
+    plots: tuple[Plot, ...]
+
+    @property
+    def regressions(self) -> tuple[Regression, ...]:
+        return self.summary.regressions
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.summary.warnings
+
+
+def write_report(
+    runs: Sequence[Run],
+    out_dir: str | Path,
+    baseline: Run | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    allow_cross_machine: bool = False,
+) -> ReportResult:
+    """Summarize ``runs`` (the latest against ``baseline``, or the previous run) and write the report files.
+
+    ``runs`` are ordered by datetime here, so callers may pass them in any order.
+    """
+    summary = summarize(runs, baseline, threshold, allow_cross_machine)
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        plots = tuple(draw_all(summary.runs, out))
+        markdown = out / "report.md"
+        markdown.write_text(render_markdown(summary, plots), encoding="utf-8")
+        page = out / "report.html"
+        page.write_text(render_html(summary, plots), encoding="utf-8")
+    except OSError as error:
+        raise ReportError(f"cannot write the report to {out}: {error}") from None
+    return ReportResult(summary, markdown, page, plots)

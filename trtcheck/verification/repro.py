@@ -1,0 +1,335 @@
+"""Repro: everything needed to rerun one failing check, written to a folder a developer can run or attach.
+
+``write_repro`` writes ``<directory>/<name>/``:
+
+- ``graph.py``: the graph's readable code (``print_readable``), for reading only;
+- ``model.pt``: the ``GraphModule``; ``torch.load(path, weights_only=False)`` gives it back;
+- ``inputs.pt``: the inputs (``torch.save`` of a tuple);
+- ``settings.json``: the ``Settings`` (ops as their names, e.g. ``"aten.add.Tensor"``);
+- ``failure.txt``: what failed;
+- ``repro.py``: ``python repro.py`` reruns ``trtcheck.verify`` on them; ``--dry-run`` only loads and
+  describes them.
+
+How ``model.pt`` stores the graph, and why not plain ``torch.save(graph_module)``: the ``GraphModule`` of
+``torch.export(...).module()`` does not pickle at all (it holds a local lambda), and an ordinary
+``GraphModule`` pickles as its *Python code*, which is re-traced on load: the node metadata is lost
+(``nn_module_stack``, which ``torch_executed_modules`` matches, and ``meta["val"]``, the shapes and dtypes
+partitioning reads), and the pytree input flattening is re-traced into the graph (an input ``d["z"]``
+becomes a ``getitem`` node). A repro that partitions differently reproduces nothing. So ``model.pt`` holds
+the graph itself: each node's op, name, target (an ATen op by its name: ``OpOverload``s do not pickle),
+args and kwargs; its ``nn_module_stack`` and ``stack_trace``; its ``meta["val"]`` as shape, stride, dtype
+and device, rebuilt as fake tensors on load; the graph's code generator (which keeps the pytree in/out
+specs, so the loaded module takes and returns the same structures); and the parameters, buffers,
+constants and submodules its nodes use. The pickle's reducer is ``_rebuild_graph_module`` in this module,
+so loading needs trtcheck importable, which running the repro needs anyway. A symbolic (dynamic) shape
+is not stored: that node's ``meta["val"]`` is left out, and lowering recomputes it from the inputs.
+An ``ExportedProgram`` is accepted too, and stored as its ``.module()`` (the form trtcheck partitions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import importlib
+import json
+import os
+import pathlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from trtcheck.lowering import _drop_guards
+from trtcheck.settings import Settings
+
+FORMAT = 1
+_KEPT_META = ("nn_module_stack", "stack_trace")
+
+
+def write_repro(
+    directory: str | os.PathLike,
+    graph_module: torch.fx.GraphModule | torch.export.ExportedProgram,
+    inputs: Sequence[Any],
+    settings: Settings,
+    backend: str,
+    failure: str,
+    name: str = "repro",
+) -> pathlib.Path:
+    """Write a standalone reproduction of a failing check into ``directory/<name>/``; return that folder.
+
+    ``name`` (a pytest node id, say) is made safe for any filesystem; an existing folder of that name is
+    overwritten file by file. The folder can be moved: ``repro.py`` finds its files next to itself.
+    """
+    if isinstance(graph_module, torch.export.ExportedProgram):
+        graph_module = graph_module.module()
+        _drop_guards(graph_module)
+    folder = pathlib.Path(directory) / safe_name(name)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "graph.py").write_text(graph_module.print_readable(print_output=False))
+    torch.save(_SavedGraphModule(graph_module), folder / "model.pt")
+    torch.save(tuple(inputs), folder / "inputs.pt")
+    (folder / "settings.json").write_text(json.dumps(settings_to_json(settings), indent=2) + "\n")
+    (folder / "failure.txt").write_text(failure if failure.endswith("\n") else failure + "\n")
+    (folder / "repro.py").write_text(_SCRIPT.format(backend=backend, failure=_first_line(failure)))
+    return folder
+
+
+def safe_name(name: str) -> str:
+    """``name`` as one folder name valid everywhere: ``[A-Za-z0-9._-]``, at most 120 characters."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")[:120]
+    return cleaned or "repro"
+
+
+def settings_to_json(settings: Settings) -> dict[str, Any]:
+    """``dataclasses.asdict(settings)`` made JSON: ops by name (``str(op)``), which ``Settings`` accepts back."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            return value
+        if isinstance(value, enum.Enum):
+            return plain(value.value)
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple, set, frozenset)):
+            return [plain(v) for v in value]
+        return str(value)  # torch.ops.aten.add.Tensor -> "aten.add.Tensor"
+
+    return plain(dataclasses.asdict(settings))
+
+
+def load_graph_module(path: str | os.PathLike) -> torch.fx.GraphModule:
+    """Load a ``model.pt`` written by ``write_repro`` (``torch.load`` with ``weights_only=False`` does it too)."""
+    return torch.load(path, weights_only=False)
+
+
+def _first_line(text: str) -> str:
+    line = next((line for line in text.strip().splitlines() if line.strip()), "")
+    return line.replace('"""', "'''")[:200].replace("\\", "\\\\")
+
+
+class _NodeRef:
+    """An argument that is another node's value, by that node's name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class _OpRef:
+    """An ``OpOverload``/``OpOverloadPacket`` (unpicklable) by its qualified name."""
+
+    def __init__(self, op: torch._ops.OpOverload | torch._ops.OpOverloadPacket) -> None:
+        self.name = str(op)
+
+
+class _GlobalRef:
+    """A module-level callable (``operator.getitem``, a builtin) by module and qualified name."""
+
+    def __init__(self, fn: Any) -> None:
+        self.module, self.qualname = fn.__module__ or "builtins", fn.__qualname__
+        if _resolve_global(self.module, self.qualname) is not fn:
+            raise ValueError(f"cannot store {fn!r} in a repro: it is not reachable as {self.module}.{self.qualname}")
+
+
+class _ValueRef:
+    """A node's ``meta["val"]`` tensor: what a fake tensor needs, without the tensor."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.shape, self.stride = tuple(int(s) for s in tensor.shape), tuple(int(s) for s in tensor.stride())
+        self.dtype, self.device = tensor.dtype, str(tensor.device)
+
+
+def _resolve_global(module: str, qualname: str) -> Any:
+    value: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _encode(value: Any) -> Any:
+    """Node references, ops and callables in args/kwargs to picklable references."""
+
+    def one(item: Any) -> Any:
+        if isinstance(item, torch.fx.Node):
+            return _NodeRef(item.name)
+        if isinstance(item, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            return _OpRef(item)
+        if callable(item) and not isinstance(item, (type, torch.nn.Module)) and hasattr(item, "__qualname__"):
+            return _GlobalRef(item)
+        return item
+
+    return torch.fx.node.map_aggregate(value, one)
+
+
+def _decode(value: Any, nodes: dict[str, torch.fx.Node]) -> Any:
+    def one(item: Any) -> Any:
+        if isinstance(item, _NodeRef):
+            return nodes[item.name]
+        if isinstance(item, _OpRef):
+            return _resolve_op_name(item.name)
+        if isinstance(item, _GlobalRef):
+            return _resolve_global(item.module, item.qualname)
+        return item
+
+    return torch.fx.node.map_aggregate(value, one)
+
+
+def _resolve_op_name(name: str) -> Any:
+    """``"aten.add.Tensor"`` (``str`` of an overload) or ``"aten.add"`` (of a packet) back to the op."""
+    value: Any = torch.ops
+    for part in name.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _encode_val(value: Any) -> Any:
+    """``meta["val"]`` with tensors as ``_ValueRef``; raises ``TypeError`` for symbolic shapes."""
+    def one(item: Any) -> Any:
+        if isinstance(item, torch.Tensor):
+            if any(not isinstance(s, int) for s in (*item.shape, *item.stride())):
+                raise TypeError("symbolic shape")
+            return _ValueRef(item)
+        if isinstance(item, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            raise TypeError("symbolic value")
+        return item
+
+    return torch.fx.node.map_aggregate(value, one)
+
+
+def _decode_val(value: Any, mode: FakeTensorMode) -> Any:
+    def one(item: Any) -> Any:
+        if isinstance(item, _ValueRef):
+            with mode:
+                return torch.empty_strided(item.shape, item.stride, dtype=item.dtype, device=item.device)
+        return item
+
+    return torch.fx.node.map_aggregate(value, one)
+
+
+def _node_meta(node: torch.fx.Node) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    stack = node.meta.get("nn_module_stack")
+    if stack:  # classes as qualified names: settings.module_stack reads either
+        meta["nn_module_stack"] = {
+            key: (path, cls if isinstance(cls, str) else f"{cls.__module__}.{cls.__qualname__}")
+            for key, (path, cls) in stack.items()
+        }
+    if isinstance(node.meta.get("stack_trace"), str):
+        meta["stack_trace"] = node.meta["stack_trace"]
+    if "val" in node.meta:
+        try:
+            meta["val"] = _encode_val(node.meta["val"])
+        except TypeError:
+            pass  # recomputed from the inputs by lowering
+    return meta
+
+
+class _SavedGraphModule:
+    """Pickles as ``_rebuild_graph_module(payload)``: the graph's nodes, code generator and state."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        nodes, state = [], {}
+        for node in gm.graph.nodes:
+            target = node.target
+            if node.op == "call_function":
+                target = _encode(target)
+            elif node.op in ("get_attr", "call_module"):
+                state[target] = _owned_attribute(gm, target)
+            nodes.append((node.op, node.name, target, _encode(node.args), _encode(node.kwargs), _node_meta(node)))
+        self.payload = {"format": FORMAT, "nodes": nodes, "state": state, "codegen": gm.graph._codegen}
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _rebuild_graph_module, (self.payload,)
+
+
+def _owned_attribute(gm: torch.fx.GraphModule, target: str) -> Any:
+    value: Any = gm
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _rebuild_graph_module(payload: dict[str, Any]) -> torch.fx.GraphModule:
+    """Rebuild the ``GraphModule`` a ``_SavedGraphModule`` described (the unpickler calls this)."""
+    if payload.get("format") != FORMAT:
+        raise ValueError(f"model.pt has repro format {payload.get('format')!r}; this trtcheck reads {FORMAT}")
+    graph = torch.fx.Graph()
+    nodes: dict[str, torch.fx.Node] = {}
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    for op, name, target, args, kwargs, meta in payload["nodes"]:
+        if op == "call_function":
+            target = _decode(target, nodes)
+        if op == "output":
+            node = graph.output(_decode(args, nodes)[0])
+        else:
+            node = graph.create_node(op, target, _decode(args, nodes), _decode(kwargs, nodes), name=name)
+        meta = dict(meta)
+        if "val" in meta:
+            meta["val"] = _decode_val(meta["val"], mode)
+        node.meta.update(meta)
+        nodes[node.name] = node
+    graph._codegen = payload["codegen"]
+    return torch.fx.GraphModule(payload["state"], graph)
+
+
+_SCRIPT = '''\
+#!/usr/bin/env python
+"""Reproduce a failing trtcheck check: {failure}
+
+Run from anywhere: ``python repro.py`` reruns the check (raising ``trtcheck.VerificationError`` while the
+bug is there); ``python repro.py --dry-run`` only loads the model, inputs and settings and describes them.
+The full failure is in failure.txt; graph.py shows the graph's code. Written by trtcheck.verification.repro.
+"""
+
+import argparse
+import json
+import pathlib
+
+import torch
+
+import trtcheck
+
+HERE = pathlib.Path(__file__).resolve().parent
+BACKEND = {backend!r}
+
+
+def describe(value):
+    if isinstance(value, torch.Tensor):
+        return f"Tensor(shape={{tuple(value.shape)}}, dtype={{value.dtype}}, device={{value.device}})"
+    if isinstance(value, (list, tuple)):
+        return type(value).__name__ + "(" + ", ".join(describe(v) for v in value) + ")"
+    if isinstance(value, dict):
+        return "{{" + ", ".join(f"{{k!r}}: {{describe(v)}}" for k, v in value.items()) + "}}"
+    return repr(value)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="load and describe everything, verify nothing")
+    args = parser.parse_args(argv)
+
+    model = torch.load(HERE / "model.pt", weights_only=False)  # a torch.fx.GraphModule
+    inputs = torch.load(HERE / "inputs.pt", weights_only=False)  # a tuple of positional inputs
+    settings = trtcheck.Settings(**json.loads((HERE / "settings.json").read_text()))
+    print("recorded failure:", (HERE / "failure.txt").read_text().strip().splitlines()[0])
+    if args.dry_run:
+        nodes = list(model.graph.nodes)
+        ops = sum(node.op == "call_function" for node in nodes)
+        print(f"model: {{type(model).__name__}} with {{len(nodes)}} nodes ({{ops}} calls)")
+        for index, value in enumerate(inputs):
+            print(f"input {{index}}: {{describe(value)}}")
+        print(f"settings: {{settings!r}}")
+        print(f"backend: {{BACKEND}}")
+        print("dry run: trtcheck.verify not called")
+        return 0
+    report = trtcheck.verify(model, inputs, settings=settings, backend=BACKEND)
+    print(report)
+    print("verify passed: the failure did not reproduce")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+'''
