@@ -22,6 +22,62 @@ from hypothesis import strategies as st
 aten = torch.ops.aten
 
 
+FULL = [1, 3, 3, 3]  # every value broadcasts to this: ops keep or reduce dimensions to 1, never change 3s
+
+
+class _Builder:
+    """Emits nodes whose ``meta["val"]`` is their real value, computed as the graph is built."""
+
+    def __init__(self, generator: torch.Generator) -> None:
+        self.graph = torch.fx.Graph()
+        self.root = torch.nn.Module()
+        self.values: dict[torch.fx.Node, Any] = {}
+        self.generator = generator
+
+    def call(self, target: Any, *args: Any) -> torch.fx.Node:
+        node = self.graph.call_function(target, args)
+        self.values[node] = node.meta["val"] = target(*torch.fx.node.map_arg(args, self.values.__getitem__))
+        return node
+
+    def constant(self, *shape: int) -> torch.fx.Node:
+        """A small random weight, as a ``get_attr`` constant (as torch.export lifts parameters)."""
+        name = f"weight_{len(self.root._buffers)}"
+        self.root.register_buffer(name, torch.randn(shape, generator=self.generator) * 0.2)
+        node = self.graph.get_attr(name)
+        self.values[node] = node.meta["val"] = getattr(self.root, name)
+        return node
+
+    def full(self, node: torch.fx.Node) -> torch.fx.Node:
+        return node if list(self.values[node].shape) == FULL else self.call(aten.expand.default, node, FULL)
+
+
+def _conv(b: _Builder, x: torch.fx.Node, in_channels: int, kernel: int) -> torch.fx.Node:
+    weight, bias = b.constant(3, in_channels, kernel, kernel), b.constant(3)
+    pad = kernel // 2
+    return b.call(aten.convolution.default, x, weight, bias, [1, 1], [pad, pad], [1, 1], False, [0, 0], 1)
+
+
+def _matmul(b: _Builder, x: torch.fx.Node, y: torch.fx.Node) -> torch.fx.Node:
+    left, right = (b.call(aten.view.default, b.full(v), [3, 3, 3]) for v in (x, y))
+    return b.call(aten.view.default, b.call(aten.bmm.default, left, right), FULL)
+
+
+def _cat(b: _Builder, x: torch.fx.Node, y: torch.fx.Node) -> torch.fx.Node:
+    joined = b.call(aten.cat.default, [b.full(x), b.full(y)], 1)  # 6 channels, back to 3 by a 1x1 conv
+    return _conv(b, joined, 6, 1)
+
+
+def _reshape(b: _Builder, x: torch.fx.Node) -> torch.fx.Node:
+    shape = list(b.values[x].shape)
+    return b.call(aten.view.default, b.call(aten.view.default, x, [-1]), shape)
+
+
+def _on_positive(target: Any) -> Callable[[_Builder, torch.fx.Node], torch.fx.Node]:
+    """``target(|x| + 1)``: lgamma and digamma are ill-conditioned near their poles at 0, -1, ..., where the
+    last-bit differences between two correct engines upstream would be amplified into false alarms."""
+    return lambda b, x: b.call(target, b.call(aten.add.Scalar, b.call(aten.abs.default, x), 1.0))
+
+
 @dataclass(frozen=True)
 class OpKind:
     """How an op of the random graphs takes operands and what it returns."""
@@ -31,6 +87,7 @@ class OpKind:
     returns: str = "tensor"  # "tensor", "tuple" (a (values, indices) pair) or "int"
     takes_int: bool = False  # a trailing int operand, made by a "size" op
     extra_args: tuple = ()
+    emit: Callable[..., torch.fx.Node] | None = None  # several nodes with consistent shapes (e.g. matmul)
 
 
 OPS: dict[str, OpKind] = {
@@ -43,13 +100,20 @@ OPS: dict[str, OpKind] = {
     "mul": OpKind(aten.mul.Tensor, 2),
     "sub": OpKind(aten.sub.Tensor, 2),
     "maximum": OpKind(aten.maximum.default, 2),
+    "sum": OpKind(aten.sum.dim_IntList, 1, extra_args=([3], True)),
+    "mean": OpKind(aten.mean.dim, 1, extra_args=([2], True)),
+    "transpose": OpKind(aten.permute.default, 1, extra_args=([0, 1, 3, 2],)),
+    "reshape": OpKind(None, 1, emit=_reshape),
+    "matmul": OpKind(None, 2, emit=_matmul),
+    "conv": OpKind(None, 1, emit=lambda b, x: _conv(b, b.full(x), 3, 3)),
+    "cat": OpKind(None, 2, emit=_cat),
     "max_dim": OpKind(aten.max.dim, 1, returns="tuple", extra_args=(1, True)),
     "size": OpKind(aten.sym_size.int, 1, returns="int", extra_args=(0,)),
     "add_scalar": OpKind(aten.add.Scalar, 1, takes_int=True),
     "mul_scalar": OpKind(aten.mul.Scalar, 1, takes_int=True),
     # No converter in TensorRT: these make fallback happen.
-    "lgamma": OpKind(aten.lgamma.default, 1),
-    "digamma": OpKind(aten.digamma.default, 1),
+    "lgamma": OpKind(aten.lgamma.default, 1, emit=_on_positive(aten.lgamma.default)),
+    "digamma": OpKind(aten.digamma.default, 1, emit=_on_positive(aten.digamma.default)),
 }
 UNSUPPORTED = frozenset({"lgamma", "digamma"})
 SUPPORTED = tuple(name for name in OPS if name not in UNSUPPORTED)
@@ -84,20 +148,18 @@ class RandomGraph:
         return f"RandomGraph(recipe={self.recipe!r})\n{self.graph_module.code.strip()}"
 
 
-def build_graph(recipe: Sequence[Step], num_inputs: int = 2, shape: tuple[int, ...] = (2, 3), seed: int = 0) -> RandomGraph:
+def build_graph(recipe: Sequence[Step], num_inputs: int = 2, shape: tuple[int, ...] = tuple(FULL), seed: int = 0) -> RandomGraph:
     """Build a ``GraphModule`` from a recipe; every node's ``meta["val"]`` is its real value."""
-    generator = torch.Generator().manual_seed(seed)
-    graph = torch.fx.Graph()
-    tensors: list[tuple[torch.fx.Node, torch.Tensor]] = []
-    ints: list[tuple[torch.fx.Node, int]] = []
-    consumed: set[torch.fx.Node] = set()
-    leaves_extra: list[torch.fx.Node] = []  # tuple members kept as outputs
+    b = _Builder(torch.Generator().manual_seed(seed))
+    tensors: list[torch.fx.Node] = []
+    ints: list[torch.fx.Node] = []
+    extra_outputs: list[torch.fx.Node] = []  # tuple members kept as outputs
     example_inputs = []
     for i in range(num_inputs):
-        value = torch.rand(shape, generator=generator) + 0.5  # positive: lgamma and digamma stay finite
-        node = graph.placeholder(f"x{i}")
-        node.meta["val"] = value
-        tensors.append((node, value))
+        value = torch.rand(shape, generator=b.generator) + 0.5  # positive: lgamma and digamma stay finite
+        node = b.graph.placeholder(f"x{i}")
+        b.values[node] = node.meta["val"] = value
+        tensors.append(node)
         example_inputs.append(value)
 
     for step in recipe:
@@ -106,36 +168,24 @@ def build_graph(recipe: Sequence[Step], num_inputs: int = 2, shape: tuple[int, .
             continue  # no int made yet: nothing to read, skip the step
         picks = [step.a, step.b][: kind.tensor_args]
         operands = [tensors[len(tensors) - 1 - (p % len(tensors))] for p in picks]  # near the end: local
-        args = [node for node, _ in operands]
-        values = [value for _, value in operands]
+        if kind.emit is not None:
+            tensors.append(kind.emit(b, *operands))
+            continue
         if kind.takes_int:
-            int_node, int_value = ints[len(ints) - 1 - (step.b % len(ints))]
-            args.append(int_node)
-            values.append(int_value)
-        args.extend(kind.extra_args)
-        values.extend(kind.extra_args)
-        node = graph.call_function(kind.target, tuple(args))
-        result = kind.target(*values)
-        node.meta["val"] = result
-        consumed.update(a for a in args if isinstance(a, torch.fx.Node))
+            operands.append(ints[len(ints) - 1 - (step.b % len(ints))])
+        node = b.call(kind.target, *operands, *kind.extra_args)
         if kind.returns == "tuple":
-            first = graph.call_function(operator.getitem, (node, 0))
-            first.meta["val"] = result[0]
-            tensors.append((first, result[0]))
+            tensors.append(b.call(operator.getitem, node, 0))
             if step.b % 2:  # sometimes keep the indices too, as a graph output
-                second = graph.call_function(operator.getitem, (node, 1))
-                second.meta["val"] = result[1]
-                leaves_extra.append(second)
+                extra_outputs.append(b.call(operator.getitem, node, 1))
         elif kind.returns == "int":
-            ints.append((node, result))
+            ints.append(node)
         else:
-            tensors.append((node, result))
+            tensors.append(node)
 
-    leaves = [node for node, _ in tensors if node not in consumed and node.op != "placeholder"] + leaves_extra
-    if not leaves:
-        leaves = [tensors[-1][0]]
-    graph.output(tuple(leaves))
-    return RandomGraph(torch.fx.GraphModule(torch.nn.Module(), graph), tuple(example_inputs), list(recipe))
+    leaves = [node for node in tensors if not node.users and node.op != "placeholder"] + extra_outputs
+    b.graph.output(tuple(leaves or [tensors[-1]]))
+    return RandomGraph(torch.fx.GraphModule(b.root, b.graph), tuple(example_inputs), list(recipe))
 
 
 def steps(ops: Sequence[str] = tuple(OPS)) -> st.SearchStrategy[Step]:

@@ -90,7 +90,7 @@ def wrong_mul():
 
 
 def test_trtcheck_compile_fixture_returns_a_stitched_module(pytester):
-    pytester.makepyfile(test_compile="""
+    pytester.makepyfile(test_downstream_compile="""
 import torch
 
 def test_compiled(trtcheck_compile, trtcheck_settings):

@@ -15,6 +15,8 @@ import trtcheck
 from trtcheck.benchmarking import VARIANTS, extra_info
 from trtcheck.verification.equivalence import compare
 
+from matrix_checks import zoo_tolerances
+
 pytestmark = pytest.mark.trtcheck
 WARMUP = 3
 _last: dict = {}  # the last compiled (model, preset): its eager and stitched variants run back to back
@@ -52,7 +54,7 @@ def test_zoo_benchmark(trtcheck_model_entry, trtcheck_preset, trtcheck_settings,
     flushed = torch.set_flush_denormal(True)
     try:
         with torch.inference_mode():
-            comparison = compare(model(*inputs), stitched(*inputs))
+            comparison = compare(model(*inputs), stitched(*inputs), **zoo_tolerances(trtcheck_model_entry, model, inputs))
             equivalence = {
                 "passed": comparison.passed,
                 "max_abs": max((o.max_abs for o in comparison.outputs), default=0.0),
