@@ -34,10 +34,16 @@ class _Builder:
         self.values: dict[torch.fx.Node, Any] = {}
         self.generator = generator
 
-    def call(self, target: Any, *args: Any) -> torch.fx.Node:
-        node = self.graph.call_function(target, args)
-        self.values[node] = node.meta["val"] = target(*torch.fx.node.map_arg(args, self.values.__getitem__))
+    def call(self, target: Any, *args: Any, **kwargs: Any) -> torch.fx.Node:
+        node = self.graph.call_function(target, args, kwargs)
+        real = torch.fx.node.map_arg((args, kwargs), self.values.__getitem__)
+        self.values[node] = node.meta["val"] = target(*real[0], **real[1])
         return node
+
+    def view(self, node: torch.fx.Node, shape: list[int]) -> torch.fx.Node:
+        """A reshape as core ATen writes it: a contiguous copy (the value may be permuted or expanded), a view."""
+        dense = self.call(aten.clone.default, node, memory_format=torch.contiguous_format)
+        return self.call(aten.view.default, dense, shape)
 
     def constant(self, *shape: int) -> torch.fx.Node:
         """A small random weight, as a ``get_attr`` constant (as torch.export lifts parameters)."""
@@ -58,7 +64,7 @@ def _conv(b: _Builder, x: torch.fx.Node, in_channels: int, kernel: int) -> torch
 
 
 def _matmul(b: _Builder, x: torch.fx.Node, y: torch.fx.Node) -> torch.fx.Node:
-    left, right = (b.call(aten.view.default, b.full(v), [3, 3, 3]) for v in (x, y))
+    left, right = (b.view(b.full(v), [3, 3, 3]) for v in (x, y))
     return b.call(aten.view.default, b.call(aten.bmm.default, left, right), FULL)
 
 
@@ -69,7 +75,7 @@ def _cat(b: _Builder, x: torch.fx.Node, y: torch.fx.Node) -> torch.fx.Node:
 
 def _reshape(b: _Builder, x: torch.fx.Node) -> torch.fx.Node:
     shape = list(b.values[x].shape)
-    return b.call(aten.view.default, b.call(aten.view.default, x, [-1]), shape)
+    return b.call(aten.view.default, b.view(x, [-1]), shape)
 
 
 def _on_positive(target: Any) -> Callable[[_Builder, torch.fx.Node], torch.fx.Node]:

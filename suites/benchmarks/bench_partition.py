@@ -7,6 +7,10 @@ settings: dependency-aware, min_block_size 5) on a graph with ~10% ops without a
 100k/10k time ratio (linear scaling gives ~10). Two families: ``tensor`` (Tensor-valued ops and tuple ops,
 what core-ATen graphs of static-shape models contain) and ``with-ints`` (adds ``sym_size`` producers and
 int consumers, which exercises the copy rule and therefore a copy of the user's graph).
+Then, on the ``tensor`` graphs, torch.fx's ``CapabilityBasedPartitioner`` (``propose_partitions``) and
+``_SplitterBase`` (construction, which includes a ShapeProp run, plus ``put_nodes_into_subgraphs``) with
+the same support predicate, on every size they are predicted to finish within ``--budget`` seconds
+(quadratic growth from the previous size), and the ratio of their time to trtcheck's.
 A benchmark, not a test: these machines are shared and noisy, so it prints numbers and asserts nothing.
 """
 
@@ -21,11 +25,15 @@ from trtcheck.strategies import OPS, TENSOR_ONLY, build_graph, random_recipe, su
 FAMILIES = {"tensor": TENSOR_ONLY, "with-ints": tuple(OPS)}
 
 
-def time_partition(num_nodes: int, ops, repeat: int, seed: int = 0) -> tuple[float, trtcheck.Partition]:
-    """Best time to partition a random graph of about ``num_nodes`` compute nodes (steps may emit several)."""
+def make_graph(num_nodes: int, ops, seed: int = 0):
+    """A random graph of about ``num_nodes`` compute nodes (a recipe step may emit several nodes)."""
     probe = build_graph(random_recipe(1000, 0.1, seed, ops))
     nodes_per_step = sum(1 for n in probe.graph_module.graph.nodes if n.op == "call_function") / 1000
-    graph = build_graph(random_recipe(round(num_nodes / nodes_per_step), 0.1, seed, ops))
+    return build_graph(random_recipe(round(num_nodes / nodes_per_step), 0.1, seed, ops))
+
+
+def time_partition(graph, repeat: int) -> tuple[float, trtcheck.Partition]:
+    """Best of ``repeat`` runs of ``trtcheck.partition`` with the default settings."""
     support = supports_all_but()
     best, result = float("inf"), None
     for _ in range(repeat):
@@ -35,20 +43,66 @@ def time_partition(num_nodes: int, ops, repeat: int, seed: int = 0) -> tuple[flo
     return best, result
 
 
+def _capability_based(graph, support) -> None:
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import create_op_support
+
+    partitioner = CapabilityBasedPartitioner(
+        graph.graph_module, create_op_support(lambda modules, node: support(node)), allows_single_node_partition=True
+    )
+    partitioner.propose_partitions()
+
+
+def _splitter_base(graph, support) -> None:
+    import sys
+
+    from torch.fx.passes.operator_support import create_op_support
+    from torch.fx.passes.splitter_base import _SplitterBase, _SplitterSettingBase
+
+    argv, sys.argv = sys.argv, sys.argv[:1]  # _SplitterSettingBase parses sys.argv
+    try:
+        settings = _SplitterSettingBase(min_acc_module_size=5)
+    finally:
+        sys.argv = argv
+    splitter = _SplitterBase(graph.graph_module, graph.example_inputs, create_op_support(lambda m, n: support(n)), settings)
+    splitter.put_nodes_into_subgraphs()
+
+
+def compare_with_fx(sizes: list[int], budget: float) -> None:
+    support = supports_all_but()
+    for name, run in (("CapabilityBasedPartitioner", _capability_based), ("_SplitterBase", _splitter_base)):
+        previous: tuple[int, float] | None = None
+        for size in sizes:
+            if previous is not None and previous[1] * (size / previous[0]) ** 2 > budget:
+                print(f"{name:27s} {size:>7,d} nodes: skipped (predicted > {budget:.0f} s)", flush=True)
+                continue
+            graph = make_graph(size, TENSOR_ONLY)
+            ours, _ = time_partition(graph, 1)
+            start = time.perf_counter()
+            run(graph, support)
+            seconds = time.perf_counter() - start
+            previous = (size, seconds)
+            print(f"{name:27s} {size:>7,d} nodes: {seconds * 1000:9.1f} ms  ({seconds / ours:.0f}x trtcheck's {ours * 1000:.1f} ms)", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--budget", type=float, default=60.0, help="seconds a torch.fx partitioner may take per size")
+    parser.add_argument("--skip-fx", action="store_true", help="time trtcheck only")
     args = parser.parse_args(argv)
     for family, ops in FAMILIES.items():
         times = {}
         for size in args.sizes:
-            seconds, result = time_partition(size, ops, args.repeat)
+            seconds, result = time_partition(make_graph(size, ops), args.repeat)
             times[size] = seconds
             nodes = len(result.compute_nodes)
             print(f"{family:10s} {nodes:>7,d} nodes: {seconds * 1000:9.1f} ms  ({result.summary()})", flush=True)
         if 10_000 in times and 100_000 in times:
             print(f"{family:10s} 100k/10k ratio: {times[100_000] / times[10_000]:.1f}", flush=True)
+    if not args.skip_fx:
+        compare_with_fx(args.sizes, args.budget)
 
 
 if __name__ == "__main__":
