@@ -74,7 +74,7 @@ class OpMatcher:
     overloads: frozenset[torch._ops.OpOverload]
 
     def __call__(self, target: Any) -> bool:
-        if not isinstance(target, torch._ops.OpOverload):
+        if not (self.overloads or self.packets) or not isinstance(target, torch._ops.OpOverload):
             return False
         return target in self.overloads or target.overloadpacket in self.packets
 

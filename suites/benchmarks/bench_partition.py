@@ -10,7 +10,7 @@ int consumers, which exercises the copy rule and therefore a copy of the user's 
 Then, on the ``tensor`` graphs, torch.fx's ``CapabilityBasedPartitioner`` (``propose_partitions``) and
 ``_SplitterBase`` (construction, which includes a ShapeProp run, plus ``put_nodes_into_subgraphs``) with
 the same support predicate, on every size they are predicted to finish within ``--budget`` seconds
-(quadratic growth from the previous size), and the ratio of their time to trtcheck's.
+(cubic growth from the previous size: CapabilityBasedPartitioner took 0.34 s at 1k nodes and 299 s at 10k), and the ratio of their time to trtcheck's.
 A benchmark, not a test: these machines are shared and noisy, so it prints numbers and asserts nothing.
 """
 
@@ -73,7 +73,7 @@ def compare_with_fx(sizes: list[int], budget: float) -> None:
     for name, run in (("CapabilityBasedPartitioner", _capability_based), ("_SplitterBase", _splitter_base)):
         previous: tuple[int, float] | None = None
         for size in sizes:
-            if previous is not None and previous[1] * (size / previous[0]) ** 2 > budget:
+            if previous is not None and previous[1] * (size / previous[0]) ** 3 > budget:
                 print(f"{name:27s} {size:>7,d} nodes: skipped (predicted > {budget:.0f} s)", flush=True)
                 continue
             graph = make_graph(size, TENSOR_ONLY)

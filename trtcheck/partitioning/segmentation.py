@@ -55,35 +55,23 @@ def dependency_aware(nodes: Sequence[torch.fx.Node], targets: dict[torch.fx.Node
     """Two open lists; a list is finalized only when a node of the other target depends on it."""
     segments: list[Segment] = []
     open_lists: dict[Target, Segment] = {}
-    open_member: dict[torch.fx.Node, Target] = {}  # node -> target of the open list holding it
     opened_at: dict[Target, int] = {}
-    segment_of: dict[torch.fx.Node, Segment] = {}
-
-    def finalize(target: Target) -> None:
-        segment = open_lists.pop(target)
-        opened_at.pop(target)
-        for member in segment.nodes:
-            del open_member[member]
-        segments.append(segment)
-
+    segment_of: dict[torch.fx.Node, Segment] = {}  # every node placed so far, open list or finalized
     for position, node in enumerate(nodes):
         if _join_producer(node, segment_of):
-            if node.args[0] in open_member:
-                open_member[node] = open_member[node.args[0]]
             continue
         target = targets[node]
-        other = Target.TORCH if target is Target.TENSORRT else Target.TENSORRT
-        if other in open_lists and any(open_member.get(value) is other for value in node.all_input_nodes):
-            finalize(other)
-        if target not in open_lists:
-            open_lists[target] = Segment(target)
+        other = open_lists.get(Target.TORCH if target is Target.TENSORRT else Target.TENSORRT)
+        if other is not None and any(segment_of.get(value) is other for value in node.all_input_nodes):
+            segments.append(open_lists.pop(other.target))
+        current = open_lists.get(target)
+        if current is None:
+            current = open_lists[target] = Segment(target)
             opened_at[target] = position
-        open_lists[target].nodes.append(node)
-        open_member[node] = target
-        segment_of[node] = open_lists[target]
+        current.nodes.append(node)
+        segment_of[node] = current
     # No open list depends on the other (a dependency would have finalized it): emit the older first.
-    for target in sorted(open_lists, key=opened_at.__getitem__):
-        finalize(target)
+    segments.extend(sorted(open_lists.values(), key=lambda segment: opened_at[segment.target]))
     return segments
 
 
