@@ -124,12 +124,11 @@ class Segment:
     def format(self, index: int) -> str:
         """The seed's ``Segment Block @i`` rendering."""
         inputs = self.inputs
-        members = self._node_set()
         params = ",\n      ".join(f"%{value.name} : {_type_name(value)}" for value in inputs)
         lines = [f"Segment Block @{index}:", f"    Target: {self.target.display}", f"    Graph: graph({params}):"]
         for node in self.nodes:
-            args = ", ".join(_format_arg(a, members) for a in node.args)
-            kwargs = ", ".join(f"{k}={_format_arg(v, members)}" for k, v in node.kwargs.items())
+            args = ", ".join(map(_format_arg, node.args))
+            kwargs = ", ".join(f"{k}={_format_arg(v)}" for k, v in node.kwargs.items())
             call = ", ".join(filter(None, [args, kwargs]))
             lines.append(f"      %{node.name} : {_type_name(node)} = {_op_name(node)}({call})")
         lines.append(f"      return ({', '.join('%' + o.name for o in self.outputs)})")
@@ -157,11 +156,11 @@ def _op_name(node: torch.fx.Node) -> str:
     return getattr(target, "__name__", str(target))
 
 
-def _format_arg(arg: Any, members: set[torch.fx.Node]) -> str:
+def _format_arg(arg: Any) -> str:
     if isinstance(arg, torch.fx.Node):
         return f"%{arg.name}"
     if isinstance(arg, (list, tuple)):
-        inner = ", ".join(_format_arg(a, members) for a in arg)
+        inner = ", ".join(map(_format_arg, arg))
         return f"[{inner}]"
     return repr(arg)
 

@@ -144,7 +144,7 @@ def segmentation_violations(partition: Partition, support: Support = None) -> li
     found: list[Violation] = []
     targets = {node: segment.target for segment in partition.segments for node in segment.nodes}
     nodes = [node for node in partition.compute_nodes if node in targets]
-    if len(nodes) == len(targets):
+    if len(nodes) == len(targets):  # else a segment holds a non-compute node: "placement" already says so
         aware, greedy = len(merge_adjacent(dependency_aware(nodes, targets))), len(merge_adjacent(naive(nodes, targets)))
         if aware > greedy:
             found.append(Violation("segment_count", f"dependency-aware made {aware} segments, naive {greedy}, for the same targets"))
