@@ -14,11 +14,13 @@ Importing the package registers the torchvision models and the hand-written fall
 from models.registry import Factory, ZooEntry, get, make_nontrivial, names, register, seeded
 from models.torchvision_models import TORCHVISION_ZOO  # isort: skip
 from models.fallback_models import FALLBACK_ZOO  # isort: skip
+from models.correctness_models import CORRECTNESS_ZOO  # isort: skip
 
 # Every built-in entry, torchvision first. Filter by tag to skip the slow ones: names(exclude_tags=["heavy"]).
-DEFAULT_ZOO: tuple[str, ...] = TORCHVISION_ZOO + FALLBACK_ZOO
+DEFAULT_ZOO: tuple[str, ...] = TORCHVISION_ZOO + FALLBACK_ZOO + CORRECTNESS_ZOO
 
 __all__ = [
+    "CORRECTNESS_ZOO",
     "DEFAULT_ZOO",
     "FALLBACK_ZOO",
     "TORCHVISION_ZOO",

@@ -39,12 +39,15 @@ class ZooEntry:
     ``fallback_module`` is a qualified submodule path (``"layer1.0"``) meant for
     ``torch_executed_modules``: running it in PyTorch splits the model in the middle, which is the
     interesting case for module-level fallback. None when the entry has no such submodule.
+    ``input_sets`` gives extra valid input sets for a model whose input domain is constrained (a
+    positive-definite matrix), where the random sets ``verify`` draws would make eager itself fail.
     """
 
     name: str
     factory: Factory
     tags: frozenset[str] = field(default_factory=frozenset)
     fallback_module: str | None = None
+    input_sets: Callable[[], list[tuple[Any, ...]]] | None = None  # valid inputs, where random ones are not
 
     def __post_init__(self) -> None:
         # Accept any iterable of tags (a tuple reads best at call sites) but store a frozenset, so

@@ -1,14 +1,30 @@
 """trtcheck: prove that a PyTorch model split between TensorRT and PyTorch still computes what it did."""
 
 from trtcheck.compiler import CompilationError, CompileTimes, compile
-from trtcheck.errors import LoweringError, PartitionError, SettingsError, TrtcheckError
+from trtcheck.errors import (
+    BackendError,
+    BackendUnavailableError,
+    EngineRuntimeError,
+    InputDomainError,
+    LoweringError,
+    NondeterministicModelError,
+    PartitionError,
+    SettingsError,
+    TrtcheckError,
+)
 from trtcheck.lowering import lower
 from trtcheck.partitioning import Partition, Reason, ReasonKind, Segment, Target, partition
 from trtcheck.settings import Settings
-from trtcheck.stitching import InputMismatchError
+from trtcheck.stitching import CompiledModule, InputMismatchError
 from trtcheck.verification import VerificationError, VerificationReport, Violation, check_invariants, verify
 
 __all__ = [
+    "BackendError",
+    "BackendUnavailableError",
+    "CompiledModule",
+    "EngineRuntimeError",
+    "InputDomainError",
+    "NondeterministicModelError",
     "CompilationError",
     "CompileTimes",
     "compile",

@@ -6,7 +6,9 @@ the one place that defines them.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
@@ -17,6 +19,35 @@ from trtcheck.partitioning.partition import Partition, Target
 
 SCHEMA_VERSION = 1
 VARIANTS = ("eager", "stitched")
+
+
+def denormals_flushed() -> bool:
+    """Whether float32 denormals are flushed to zero on this thread right now.
+
+    torch has a setter (``torch.set_flush_denormal``, whose return value says whether the CPU *supports*
+    flushing, not what the state was) and no getter (no ``torch._C._get_flush_denormal`` either, as of
+    torch 2.x). So this asks the CPU: 1e-30 * 1e-10 is a float32 denormal (about 1e-40), which comes out
+    as exactly 0 when flush-to-zero is on. The flag lives in the calling thread's floating-point control
+    register (MXCSR on x86), the one ``set_flush_denormal`` writes, and a one-element CPU op runs on the
+    calling thread.
+    """
+    probe = torch.tensor([1e-30], dtype=torch.float32)
+    return bool((probe * 1e-10).item() == 0.0)
+
+
+@contextlib.contextmanager
+def flush_denormals() -> Iterator[bool]:
+    """Flush denormals inside the block, then restore whatever the state was before (not just "off").
+
+    Yields whether denormals are actually flushed inside the block (False on a CPU without support), which
+    is what ``extra_info(..., denormals_flushed=...)`` should record.
+    """
+    previous = denormals_flushed()
+    torch.set_flush_denormal(True)
+    try:
+        yield denormals_flushed()
+    finally:
+        torch.set_flush_denormal(previous)
 
 
 def boundary_traffic(partition: Partition) -> tuple[int, int]:

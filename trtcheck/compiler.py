@@ -12,21 +12,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import onnx
 import torch
 import torch.fx
 
 from trtcheck.conversion import segment_to_onnx
 from trtcheck.engines import Engine, TensorSpec, build_engine, resolve_backend
 from trtcheck.errors import TrtcheckError
-from trtcheck.lowering import copy_graph_module, lower
+from trtcheck.lowering import copy_graph_module, independent_inputs, lower, own_mutable_state
 from trtcheck.partitioning.decisions import Support
 from trtcheck.partitioning.extract import segment_module
 from trtcheck.partitioning.partition import Partition, Reason, ReasonKind, Target
 from trtcheck.partitioning.partitioner import partition_graph
 from trtcheck.partitioning.segmentation import merge_adjacent
 from trtcheck.settings import Settings, resolve_modules
-from trtcheck.shape_analysis import confirm_shapes, random_like, segment_shapes
-from trtcheck.stitching import stitch
+from trtcheck.shape_analysis import confirm_shapes, segment_shapes
+from trtcheck.stitching import CompiledModule, InputSignature, stitch
 
 
 class CompilationError(TrtcheckError):
@@ -61,6 +62,65 @@ class _Clock:
             setattr(self.times, phase, getattr(self.times, phase) + time.perf_counter() - start)
 
 
+@dataclass
+class Conversion:
+    """A model lowered, partitioned and converted: everything of ``compile`` before engines are built.
+
+    ``onnx_models`` holds the serialized ONNX of every TensorRT segment that converted (by segment index);
+    ``errors`` the conversion error of every one that did not. Determinism is checked on this: two
+    conversions of one model from scratch must give the same segments and byte-identical ONNX.
+    """
+
+    graph_module: torch.fx.GraphModule
+    partition: Partition
+    onnx_models: dict[int, bytes]
+    errors: dict[int, Exception]
+    example_args: tuple
+    example_kwargs: dict
+    layout: list[tuple[str, list[str]]] = field(default_factory=list)  # segments as partitioned, before any fallback
+
+    def __post_init__(self) -> None:
+        if not self.layout:
+            self.layout = [(s.target.value, [node.name for node in s.nodes]) for s in self.partition.segments]
+
+
+def convert(
+    model: torch.nn.Module,
+    example_inputs: Sequence[Any],
+    settings: Settings | None = None,
+    *,
+    support: Support = None,
+    example_kwargs: Mapping[str, Any] | None = None,
+    check_shapes: bool = True,
+    clock: _Clock | None = None,
+) -> Conversion:
+    """Lower, partition, analyse shapes and convert each TensorRT segment to ONNX; build no engine.
+
+    The model is never changed: aliased example inputs are copied before export (a graph traced on
+    ``(x, x)`` would ignore one input), and buffers the graph writes into get their own copies.
+    """
+    settings = Settings.coerce(settings)
+    clock = clock or _Clock()
+    args, kwargs = independent_inputs(example_inputs, example_kwargs)
+    gm = clock.run("lowering", lower, model, args, kwargs)
+    forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph, model)
+    if gm is model:  # compile never rewrites the caller's own GraphModule, nor its buffers
+        gm = copy_graph_module(gm)
+    own_mutable_state(gm)
+    partition = clock.run("partitioning", partition_graph, gm, settings, support, forced_modules=forced_modules)
+    if check_shapes:
+        clock.run("shape_analysis", confirm_shapes, partition, _flat_inputs(gm, args, kwargs))
+    onnx_models: dict[int, bytes] = {}
+    errors: dict[int, Exception] = {}
+    for index, segment in enumerate(partition.segments):
+        if segment.target is Target.TENSORRT:
+            try:
+                onnx_models[index] = clock.run("conversion", segment_to_onnx, segment_module(gm, segment)).SerializeToString()
+            except Exception as error:  # noqa: BLE001 - any failure of one segment is contained and reported
+                errors[index] = error
+    return Conversion(gm, partition, onnx_models, errors, args, kwargs)
+
+
 def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_tensorrt.compile
     model: torch.nn.Module,
     example_inputs: Sequence[Any],
@@ -71,48 +131,43 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
     strict: bool = False,
     check_shapes: bool = True,
     example_kwargs: Mapping[str, Any] | None = None,
-) -> torch.fx.GraphModule:
+) -> CompiledModule:
     """Partition ``model``, build one engine per TensorRT segment, and stitch them with the Torch segments.
 
-    Returns a ``torch.fx.GraphModule`` called like ``model`` (same inputs, same output structure), with
-    ``.partition`` (the ``Partition``, including fallbacks) and ``.compile_times`` (``CompileTimes``).
+    Returns a ``CompiledModule`` called like ``model`` (same inputs, same output structure), with
+    ``.partition`` (the ``Partition``, including fallbacks), ``.compile_times`` (``CompileTimes``),
+    ``.engines`` and ``.graph_module`` (the stitched graph). A TensorRT segment that fails to convert or
+    build runs in PyTorch (``partition.fallbacks`` says why) unless ``strict``.
     """
-    settings = settings if settings is not None else Settings()
-    settings.validate()
-    backend = resolve_backend(backend)
+    settings = Settings.coerce(settings)
+    backend = resolve_backend(backend)  # an explicit backend missing here fails now, before any work
     clock = _Clock()
-    gm = clock.run("lowering", lower, model, example_inputs, example_kwargs)
-    forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph, model)
-    if gm is model:  # compile never rewrites the caller's own GraphModule
-        gm = copy_graph_module(gm)
-    partition = clock.run("partitioning", partition_graph, gm, settings, support, forced_modules=forced_modules)
-    if check_shapes:
-        fresh_inputs = [random_like(x) for x in _flat_inputs(gm, example_inputs, example_kwargs)]
-        clock.run("shape_analysis", confirm_shapes, partition, fresh_inputs)
-
+    conversion = convert(
+        model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=check_shapes, clock=clock
+    )
+    partition, gm = conversion.partition, conversion.graph_module
     engines: dict[int, Engine] = {}
-    failed: list[int] = []
-    for index, segment in enumerate(partition.segments):
-        if segment.target is not Target.TENSORRT:
-            continue
+    failures = dict(conversion.errors)
+    for index, onnx_bytes in conversion.onnx_models.items():
+        shapes = segment_shapes(partition.segments[index])
+        outputs = [TensorSpec(f"output_{i}", s.shape, s.dtype) for i, s in enumerate(shapes.outputs)]
         try:
-            shapes = segment_shapes(segment)
-            onnx_model = clock.run("conversion", segment_to_onnx, segment_module(gm, segment))
-            outputs = [TensorSpec(f"output_{i}", s.shape, s.dtype) for i, s in enumerate(shapes.outputs)]
-            engines[index] = clock.run("engine_build", build_engine, onnx_model, shapes.inputs, outputs, backend)
+            engines[index] = clock.run("engine_build", build_engine, onnx.load_from_string(onnx_bytes), shapes.inputs, outputs, backend)
         except Exception as error:  # noqa: BLE001 - any failure of one segment is contained and reported
-            if strict:
-                raise CompilationError(
-                    f"TensorRT segment @{index} ({len(segment.nodes)} nodes, first {segment.nodes[0].name}) "
-                    f"failed to compile: {type(error).__name__}: {error}"
-                ) from error
-            _fall_back(partition, index, error)
-            failed.append(index)
-    if failed:
+            failures[index] = error
+    for index in sorted(failures):
+        segment = partition.segments[index]
+        if strict:
+            raise CompilationError(
+                f"TensorRT segment @{index} ({len(segment.nodes)} nodes, first {segment.nodes[0].name}) "
+                f"failed to compile: {type(failures[index]).__name__}: {failures[index]}"
+            ) from failures[index]
+        _fall_back(partition, index, failures[index])
+    if failures:
         engines = _renumber(partition, engines)
     stitched = clock.run("stitching", stitch, partition, engines)
-    stitched.compile_times = clock.times
-    return stitched
+    signature = InputSignature.of(model, conversion.example_args, conversion.example_kwargs)
+    return CompiledModule(stitched, signature, clock.times, conversion)
 
 
 def _fall_back(partition: Partition, index: int, error: Exception) -> None:

@@ -20,3 +20,27 @@ class LoweringError(TrtcheckError):
 
 class PartitionError(TrtcheckError):
     """Partitioning could not satisfy the settings (e.g. ``require_full_compilation``)."""
+
+
+class BackendError(TrtcheckError, ValueError):
+    """An engine backend name is unknown, or names a backend that cannot run on this machine."""
+
+
+class BackendUnavailableError(BackendError):
+    """An explicitly requested backend is missing here (its package, or a CUDA device).
+
+    Raised before anything is lowered or converted: a run that silently fell back to PyTorch everywhere
+    would pass verification having converted nothing.
+    """
+
+
+class EngineRuntimeError(TrtcheckError, RuntimeError):
+    """A built engine failed while running; the message names the segment and the backend."""
+
+
+class NondeterministicModelError(TrtcheckError, AssertionError):
+    """Eager PyTorch disagrees with itself on identical calls, so no comparison with it can mean anything."""
+
+
+class InputDomainError(TrtcheckError, ValueError):
+    """Eager PyTorch itself failed on an input set trtcheck generated: the model's inputs are constrained."""

@@ -24,6 +24,28 @@ except ImportError:  # pragma: no cover - older or newer torch without it
     _GraphModule = torch.fx.GraphModule
 
 
+def writes_to(user: torch.fx.Node, value: torch.fx.Node) -> bool:
+    """True when ``user`` calls an ATen overload whose schema marks the argument ``value`` as written."""
+    target = user.target
+    if user.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+        return False
+    for index, argument in enumerate(target._schema.arguments):
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            given = user.args[index] if index < len(user.args) else user.kwargs.get(argument.name)
+            if given is value:
+                return True
+    return False
+
+
+def is_mutable_state(node: torch.fx.Node) -> bool:
+    """A ``get_attr`` the graph writes into: a buffer that ``forward`` updates (``self.n.add_(1)``).
+
+    Such a value is state, not a constant: an engine that baked it in at build time would read the
+    value of the first call forever, so it crosses segment boundaries as an input instead.
+    """
+    return node.op == "get_attr" and any(writes_to(user, node) for user in node.users)
+
+
 def is_aten_graph(gm: torch.fx.GraphModule) -> bool:
     """True when every compute node of ``gm`` calls an ATen overload (or picks a tuple element)."""
     return all(
@@ -59,10 +81,53 @@ def lower(
     return _export(model, tuple(example_inputs), dict(example_kwargs or {}))
 
 
+def independent_inputs(args: Sequence[Any], kwargs: Mapping[str, Any] | None = None) -> tuple[tuple, dict]:
+    """``args`` and ``kwargs`` with every Tensor that shares storage with an earlier one replaced by a copy.
+
+    torch.export specializes a graph to the aliasing it sees: traced with ``(x, x)``, the graph reads one
+    input twice and ignores the other, so the compiled module would be wrong for two different tensors.
+    Copies make the example inputs independent, which is what a compiled module must accept.
+    """
+    seen: set[tuple[int, int]] = set()
+
+    def own(value: Any) -> Any:
+        if not isinstance(value, torch.Tensor):
+            return value
+        storage = value.untyped_storage()
+        key = (storage.data_ptr(), storage.nbytes())
+        if key in seen and storage.nbytes():
+            return value.clone()
+        seen.add(key)
+        return value
+
+    return torch.utils._pytree.tree_map(own, (tuple(args), dict(kwargs or {})))
+
+
+def own_mutable_state(gm: torch.fx.GraphModule) -> None:
+    """Give ``gm`` its own copy of every buffer its graph writes into (``self.n.add_(1)``).
+
+    ``torch.export`` shares the model's parameters and buffers with the lowered module, so running the
+    lowered graph would update the user's model too: compiling and calling must leave the model as it was.
+    """
+    for node in gm.graph.nodes:
+        if is_mutable_state(node):
+            owner_path, _, name = node.target.rpartition(".")
+            owner = gm.get_submodule(owner_path)
+            value = getattr(owner, name)
+            copy = value.detach().clone()
+            if name in owner._buffers:
+                owner._buffers[name] = copy
+            elif name in owner._parameters:
+                owner._parameters[name] = torch.nn.Parameter(copy, requires_grad=value.requires_grad)
+            else:
+                setattr(owner, name, copy)
+
+
 def _export(model: torch.nn.Module, args: tuple, kwargs: dict) -> torch.fx.GraphModule:
     try:
         program = torch.export.export(model, args, kwargs)
     except Exception as error:  # torch.export raises many unrelated types
+        _raise_if_inputs_do_not_fit(model, args, kwargs)
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise LoweringError(
             f"torch.export could not trace {type(model).__name__}: {type(error).__name__}: {first_line}\n"
@@ -79,6 +144,24 @@ def _export(model: torch.nn.Module, args: tuple, kwargs: dict) -> torch.fx.Graph
     gm = program.module()
     _drop_guards(gm)
     return gm
+
+
+def _raise_if_inputs_do_not_fit(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    """When export failed, tell "the example inputs do not fit the model" apart from "not exportable"."""
+    try:
+        with torch.no_grad():
+            model(*args, **kwargs)
+    except Exception as error:  # noqa: BLE001 - any failure of eager itself means the inputs do not fit
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        shapes = ", ".join(
+            f"{tuple(v.shape)} {str(v.dtype).removeprefix('torch.')}" if isinstance(v, torch.Tensor) else repr(v)
+            for v in args
+        )
+        raise LoweringError(
+            f"the example inputs do not fit {type(model).__name__}: eager PyTorch itself fails on them with "
+            f"{type(error).__name__}: {first_line}\nGiven: ({shapes}). Fix: pass example inputs that "
+            f"{type(model).__name__}.forward accepts (right count, shapes and dtypes)"
+        ) from error
 
 
 def _drop_guards(gm: torch.fx.GraphModule) -> None:

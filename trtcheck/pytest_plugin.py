@@ -34,6 +34,10 @@ OPTIONS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "report": ("trtcheck-report", str, "directory for failure repros and artifacts"),
     "seed": ("0", int, "seed of the random inputs used for equivalence"),
 }
+ALLOW_FALLBACKS_HELP = (
+    "let a TensorRT segment whose conversion or engine build failed run in PyTorch instead of failing the test "
+    "(default: off, since a model that fell back to PyTorch verifies nothing about its conversion)"
+)
 STASH = pytest.StashKey["HarnessConfig"]()
 
 
@@ -48,6 +52,7 @@ class HarnessConfig:
     examples: int
     report_dir: Path
     seed: int
+    allow_fallbacks: bool = False
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -56,6 +61,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for name, (default, _, help_text) in OPTIONS.items():
         group.addoption(f"--trtcheck-{name}", dest=f"trtcheck_{name}", default=None, help=f"{help_text} (default: {default})")
         parser.addini(f"trtcheck_{name}", help_text, default=default)
+    group.addoption("--trtcheck-allow-fallbacks", dest="trtcheck_allow_fallbacks", action="store_true", default=None, help=ALLOW_FALLBACKS_HELP)
+    parser.addini("trtcheck_allow_fallbacks", ALLOW_FALLBACKS_HELP, type="bool", default=False)
 
 
 def _option(config: pytest.Config, name: str) -> Any:
@@ -73,23 +80,38 @@ def _split(value: str) -> list[str]:
     return [part for part in value.replace(",", " ").split() if part]
 
 
+def _allow_fallbacks(config: pytest.Config) -> bool:
+    flag = config.getoption("trtcheck_allow_fallbacks")
+    return bool(config.getini("trtcheck_allow_fallbacks")) if flag is None else bool(flag)
+
+
 def _harness_config(config: pytest.Config) -> HarnessConfig:
-    from trtcheck.errors import SettingsError
+    from trtcheck.errors import BackendError, SettingsError
     from trtcheck.presets import resolve_presets
 
     try:
         presets = tuple(resolve_presets(_split(_option(config, "settings"))))
     except SettingsError as error:
         raise pytest.UsageError(f"--trtcheck-settings: {error}") from None
+    enabled = config.getoption("trtcheck")
+    backend = _option(config, "backend")
+    if enabled:  # an explicit backend that cannot run here must stop the session, not pass in PyTorch
+        from trtcheck.engines import resolve_backend
+
+        try:
+            resolve_backend(backend)
+        except BackendError as error:
+            raise pytest.UsageError(f"--trtcheck-backend: {error}") from None
     report = Path(_option(config, "report"))
     return HarnessConfig(
-        enabled=config.getoption("trtcheck"),
-        backend=_option(config, "backend"),
+        enabled=enabled,
+        backend=backend,
         models=tuple(_zoo_names(_split(_option(config, "models")))),
         presets=presets,
         examples=_option(config, "examples"),
         report_dir=report if report.is_absolute() else config.rootpath / report,
         seed=_option(config, "seed"),
+        allow_fallbacks=_allow_fallbacks(config),
     )
 
 
@@ -104,6 +126,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: part of the verification matrix; runs only with --trtcheck")
     if config.getoption("trtcheck"):
         harness(config)  # fail fast on a bad option
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    """With ``--trtcheck``: which engine backend runs (and why, for ``auto``), the versions and the device."""
+    if not config.getoption("trtcheck"):
+        return None
+    from trtcheck.engines import describe_backend
+
+    options = harness(config)
+    lines = [f"trtcheck: {line}" for line in describe_backend(options.backend).splitlines()]
+    if options.allow_fallbacks:
+        lines.append("trtcheck: fallbacks to PyTorch allowed (--trtcheck-allow-fallbacks)")
+    return lines
 
 
 def _zoo_names(patterns: list[str]) -> list[str]:
@@ -185,7 +220,8 @@ def trtcheck_compile(trtcheck_settings: Any, trtcheck_config: HarnessConfig) -> 
 
 @pytest.fixture
 def trtcheck_verify(trtcheck_settings: Any, trtcheck_config: HarnessConfig, request: pytest.FixtureRequest) -> Callable[..., Any]:
-    """``trtcheck.verify`` with the current preset, backend and seed; a failure writes a repro to the report dir."""
+    """``trtcheck.verify`` with the current preset, backend, seed and ``--trtcheck-allow-fallbacks``; a failure
+    writes a repro to the report dir."""
     import trtcheck
 
     def run(model: Any, example_inputs: Any, **overrides: Any) -> Any:
@@ -195,6 +231,7 @@ def trtcheck_verify(trtcheck_settings: Any, trtcheck_config: HarnessConfig, requ
             seed=trtcheck_config.seed,
             report_dir=trtcheck_config.report_dir,
             name=request.node.name,
+            allow_fallbacks=trtcheck_config.allow_fallbacks,
         )
         options.update(overrides)
         return trtcheck.verify(model, example_inputs, **options)

@@ -2,12 +2,16 @@
 
 They come from the graph's fake-tensor metadata (``meta["val"]``), which is what engines are built from.
 As the seed's shape analysis runs each segment with JIT, ``confirm_shapes`` runs the segments in order on
-random inputs and checks that every boundary value has the recorded shape and dtype, so an engine is never
-built for a shape the model does not produce.
+the example inputs and checks that every boundary value has the recorded shape and dtype, so an engine is
+never built for a shape the model does not produce. The example inputs, not random ones: a model's inputs
+may be constrained (a Cholesky factor needs a positive-definite matrix), and the examples are the one input
+set known to be valid. They run on copies, and the graph's mutable buffers are restored afterwards, so
+shape analysis changes neither the caller's tensors nor the compiled module's state.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +22,7 @@ import torch.fx
 from trtcheck.engines import TensorSpec
 from trtcheck.errors import TrtcheckError
 from trtcheck.partitioning.extract import segment_module
-from trtcheck.partitioning.partition import Partition, Segment
+from trtcheck.partitioning.partition import Partition, Segment, is_mutable_state
 
 
 class ShapeMismatchError(TrtcheckError):
@@ -64,17 +68,27 @@ def random_like(value: Any, generator: torch.Generator | None = None) -> Any:
 
 
 def confirm_shapes(partition: Partition, flat_inputs: Sequence[Any]) -> None:
-    """Run the segments in order on ``flat_inputs`` (one per placeholder); raise on any metadata mismatch."""
+    """Run the segments in order on copies of ``flat_inputs`` (one per placeholder); raise on any mismatch."""
     gm = partition.graph_module
     placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
     if len(placeholders) != len(flat_inputs):
         raise ShapeMismatchError(f"expected {len(placeholders)} flat inputs, got {len(flat_inputs)}")
-    values: dict[torch.fx.Node, Any] = dict(zip(placeholders, flat_inputs))
-    for index, segment in enumerate(partition.segments):
-        outputs = segment_module(gm, segment)(*(values[v] for v in segment.inputs))
-        for node, value in zip(segment.outputs, outputs):
-            _check(index, node, value)
-            values[node] = value
+    copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in flat_inputs]
+    values: dict[torch.fx.Node, Any] = dict(zip(placeholders, copies))
+    state = {node: operator.attrgetter(node.target)(gm) for node in gm.graph.nodes if is_mutable_state(node)}
+    saved = {node: tensor.clone() for node, tensor in state.items()}
+    values.update(state)
+    try:
+        with torch.no_grad():
+            for index, segment in enumerate(partition.segments):
+                outputs = segment_module(gm, segment)(*(values[v] for v in segment.inputs))
+                for node, value in zip(segment.outputs, outputs):
+                    _check(index, node, value)
+                    values[node] = value
+    finally:
+        with torch.no_grad():
+            for node, tensor in state.items():
+                tensor.copy_(saved[node])
 
 
 def _check(index: int, node: torch.fx.Node, value: Any) -> None:

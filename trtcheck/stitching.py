@@ -9,19 +9,23 @@ has the model's own calling convention and output structure (tuples, lists, dict
 from __future__ import annotations
 
 import copy
+import inspect
 import operator
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.fx
+from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 from trtcheck.engines import Engine
-from trtcheck.errors import TrtcheckError
+from trtcheck.errors import EngineRuntimeError, TrtcheckError
 from trtcheck.partitioning.partition import Partition, Segment, Target
 
 
 class InputMismatchError(TrtcheckError, ValueError):
-    """The compiled module was called with inputs whose shapes or dtypes differ from the example inputs."""
+    """The compiled module was called with inputs that differ from the example inputs it was compiled for."""
 
 
 class EngineModule(torch.nn.Module):
@@ -40,6 +44,12 @@ class EngineModule(torch.nn.Module):
                 f"engine of TensorRT segment @{self.segment_index}: {error}. trtcheck builds engines for the "
                 "static shapes and dtypes of the example inputs: call the compiled module with inputs like "
                 "those, or compile again with examples of the new shape"
+            ) from error
+        except Exception as error:  # noqa: BLE001 - a run-time failure must name the engine that failed
+            raise EngineRuntimeError(
+                f"the {self.engine.backend} engine of TensorRT segment @{self.segment_index} failed while running: "
+                f"{type(error).__name__}: {error}. Compile with torch_executed_ops naming this segment's ops "
+                "to keep them in PyTorch, and report the segment (trtcheck.verify writes a repro)"
             ) from error
 
     def extra_repr(self) -> str:
@@ -85,4 +95,192 @@ def _call_engine(graph: torch.fx.Graph, name: str, segment: Segment, env: dict, 
     for position, value in enumerate(segment.outputs):
         item = graph.call_function(operator.getitem, (call, position))
         item.meta = dict(value.meta)
+        stride = recorded_stride(value)
+        if stride is not None:  # the consumers were traced with this layout (views depend on it)
+            item = graph.call_function(restride, (item, stride))
+            item.meta = dict(value.meta)
         env[value] = item
+
+
+def recorded_stride(value: torch.fx.Node) -> tuple[int, ...] | None:
+    """The stride export recorded for ``value`` when it is not the contiguous one an engine returns, else None.
+
+    Engines return contiguous tensors, but the Torch ops after them were traced on the layout eager
+    produced: ``view`` of a transposed tensor is legal only with the transposed strides, and
+    ``as_strided`` reads memory by them. Values crossing out of an engine get that layout back.
+    """
+    meta = value.meta.get("val")
+    if not isinstance(meta, torch.Tensor) or meta.numel() <= 1:
+        return None
+    try:
+        if meta.is_contiguous():
+            return None
+        stride = tuple(int(s) for s in meta.stride())
+    except (TypeError, RuntimeError):  # symbolic strides: nothing static to restore
+        return None
+    # An expanded layout (stride 0) cannot be written to; a contiguous tensor is as good for every view.
+    return None if 0 in stride else stride
+
+
+def restride(tensor: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
+    """``tensor``'s values laid out with ``stride`` (a copy, made only where the layout differs)."""
+    if tensor.stride() == stride:
+        return tensor
+    return torch.empty_strided(tensor.shape, stride, dtype=tensor.dtype, device=tensor.device).copy_(tensor)
+
+
+@dataclass(frozen=True)
+class _TensorLeaf:
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+    stride: tuple[int, ...] | None  # the layout the graph was traced on; None when any layout will do
+
+
+@dataclass(frozen=True)
+class _ValueLeaf:
+    value: Any
+
+
+class InputSignature:
+    """What a compiled module accepts: the example inputs' structure, Tensor specs and non-Tensor values.
+
+    torch.export specializes its graph to the example: static shapes, dtypes, the device, the layout its
+    views were traced on, and the value of every non-Tensor input (``k: float`` becomes a constant). The
+    export guards that checked this are dropped with lowering, so the compiled module checks it itself,
+    before any engine runs: a call that differs gets an ``InputMismatchError`` naming the input and the
+    fix, never a wrong result or a raw error from generated code.
+    """
+
+    def __init__(self, args: Sequence[Any], kwargs: Mapping[str, Any], names: Sequence[str]) -> None:
+        leaves, self.spec = tree_flatten((tuple(args), dict(kwargs)))
+        self.names = tuple(names)
+        self.leaves = tuple(
+            _TensorLeaf(tuple(x.shape), x.dtype, x.device, _layout(x)) if isinstance(x, torch.Tensor) else _ValueLeaf(x)
+            for x in leaves
+        )
+
+    @classmethod
+    def of(cls, model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None) -> InputSignature:
+        kwargs = dict(kwargs or {})
+        return cls(args, kwargs, _leaf_names(model, tuple(args), kwargs))
+
+    def describe(self) -> str:
+        return ", ".join(f"{name}: {_describe_leaf(leaf)}" for name, leaf in zip(self.names, self.leaves))
+
+    def check(self, args: tuple, kwargs: dict) -> list[Any] | None:
+        """``InputMismatchError`` on a mismatch; the flat inputs when one needed the example's layout, else None."""
+        leaves, spec = tree_flatten((args, kwargs))
+        restrided = False
+        if spec != self.spec:
+            raise InputMismatchError(
+                f"the compiled module takes ({self.describe()}), but was called with {len(args)} positional and "
+                f"{len(kwargs)} keyword input(s) of another structure ({_describe_call(leaves)}). Call it like the "
+                "model was called with the example inputs"
+            )
+        for index, (value, expected) in enumerate(zip(leaves, self.leaves)):
+            if isinstance(expected, _TensorLeaf):
+                if not isinstance(value, torch.Tensor):
+                    raise self._mismatch(index, f"expected a Tensor, got {type(value).__name__} {value!r}")
+                if value.shape != expected.shape or value.dtype != expected.dtype or value.device != expected.device:
+                    raise self._mismatch(index, f"expected {_describe_leaf(expected)}, got {_describe_leaf(value)}")
+                if expected.stride is not None and value.stride() != expected.stride and value.numel() > 1:
+                    leaves[index], restrided = restride(value, expected.stride), True
+            elif not _same_value(value, expected.value):
+                raise InputMismatchError(
+                    f"input {self.names[index]!r} is {value!r}, but the module was compiled with "
+                    f"{self.names[index]}={expected.value!r}: torch.export made that value a constant of the graph. "
+                    f"Compile again with {self.names[index]}={value!r} (one compiled module per value), or pass it "
+                    "as a 0-d tensor to make it a real input"
+                )
+        return leaves if restrided else None
+
+    def _mismatch(self, index: int, what: str) -> InputMismatchError:
+        return InputMismatchError(
+            f"input {self.names[index]!r}: {what}. The module was compiled for the example inputs "
+            f"({self.describe()}): call it with inputs like those, or compile again with examples of the new "
+            "shape, dtype or device"
+        )
+
+
+def _layout(example: torch.Tensor) -> tuple[int, ...] | None:
+    """The example's strides, which views in the graph were traced on; None for expanded (stride 0) layouts."""
+    stride = tuple(example.stride())
+    return None if 0 in stride or example.numel() <= 1 else stride
+
+
+def _same_value(value: Any, expected: Any) -> bool:
+    if type(value) is not type(expected) and not (
+        isinstance(value, (int, float)) and isinstance(expected, (int, float)) and not isinstance(value, bool) and not isinstance(expected, bool)
+    ):
+        return False
+    try:
+        return bool(value == expected)
+    except Exception:  # noqa: BLE001 - an uncomparable value is not the example's
+        return False
+
+
+def _describe_leaf(leaf: Any) -> str:
+    if isinstance(leaf, (_TensorLeaf, torch.Tensor)):
+        return f"Tensor{list(leaf.shape)} {str(leaf.dtype).removeprefix('torch.')} on {leaf.device}"
+    if isinstance(leaf, _ValueLeaf):
+        return repr(leaf.value)
+    return repr(leaf)
+
+
+def _describe_call(leaves: list[Any]) -> str:
+    return ", ".join(_describe_leaf(leaf) for leaf in leaves) or "nothing"
+
+
+def _leaf_names(model: torch.nn.Module, args: tuple, kwargs: dict) -> list[str]:
+    """A readable name per flat input (``x``, ``xs[2]``, ``k``), from forward's signature where it binds."""
+    try:
+        bound = inspect.signature(model.forward).bind(*args, **kwargs)
+        named: Any = dict(bound.arguments)
+        params = inspect.signature(model.forward).parameters
+        for name, param in params.items():  # *args and **kwargs are bound as a tuple and a dict
+            if param.kind is inspect.Parameter.VAR_POSITIONAL and name in named:
+                named.update({f"{name}[{i}]": v for i, v in enumerate(named.pop(name))})
+            elif param.kind is inspect.Parameter.VAR_KEYWORD and name in named:
+                named.update(named.pop(name))
+    except (TypeError, ValueError):
+        named = {**{f"args[{i}]": a for i, a in enumerate(args)}, **kwargs}
+    names = []
+    for name, value in named.items():
+        paths, _ = tree_flatten_with_path(value)
+        names += [name + keystr(path) for path, _ in paths]
+    leaves, _ = tree_flatten((args, kwargs))
+    if len(names) != len(leaves):  # defaults bound differently: fall back to positions
+        return [f"input {i}" for i in range(len(leaves))]
+    return names
+
+
+class CompiledModule(torch.nn.Module):
+    """What ``trtcheck.compile`` returns: called like the model, with the partition and engines at hand.
+
+    Inputs are checked against the example inputs before anything runs (``InputSignature``); the
+    stitched ``graph_module`` then runs engines and Torch segments in order and updates the model's
+    mutable buffers (its own copies) as eager would.
+    """
+
+    def __init__(self, graph_module: torch.fx.GraphModule, signature: InputSignature, compile_times: Any, conversion: Any) -> None:
+        super().__init__()
+        self.graph_module = graph_module
+        self.signature = signature
+        self.compile_times = compile_times
+        self.conversion = conversion  # the partition as made and the ONNX of each segment, before any fallback
+
+    @property
+    def partition(self) -> Partition:
+        return self.graph_module.partition
+
+    @property
+    def engines(self) -> dict[int, Engine]:
+        """The engine of every TensorRT segment, by segment index."""
+        return {module.segment_index: module.engine for module in self.graph_module.children() if isinstance(module, EngineModule)}
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        leaves = self.signature.check(args, kwargs)
+        if leaves is not None:
+            args, kwargs = tree_unflatten(leaves, self.signature.spec)
+        return self.graph_module(*args, **kwargs)

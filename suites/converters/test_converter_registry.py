@@ -155,7 +155,8 @@ def test_getitem_follows_its_producer() -> None:
     getitems = [n for n in gm.graph.nodes if n.target is operator.getitem]
     assert getitems and not any(converters.is_convertible(n) for n in getitems)
     gm = export_graph(lambda x: A.max_pool2d_with_indices.default(x, [2, 2])[0], (torch.randn(1, 1, 4, 4),))
-    assert all(converters.is_convertible(n) for n in gm.graph.nodes if n.target is operator.getitem)
+    getitems = [n for n in gm.graph.nodes if n.target is operator.getitem]
+    assert getitems and all(converters.is_convertible(n) for n in getitems)
 
 
 def test_register_duplicate_needs_override_and_snapshot_restores() -> None:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import trtcheck
-from trtcheck.benchmarking import VARIANTS, extra_info
+from trtcheck.benchmarking import VARIANTS, extra_info, flush_denormals
 from trtcheck.verification.equivalence import compare
 
 from matrix_checks import zoo_tolerances
@@ -51,23 +51,25 @@ def test_zoo_benchmark(trtcheck_model_entry, trtcheck_preset, trtcheck_settings,
     if isinstance(stitched, trtcheck.PartitionError):
         pytest.skip(f"nothing to time: {trtcheck_model_entry.name} cannot be fully compiled ({str(stitched).splitlines()[0]})")
     benchmark.group = f"{trtcheck_model_entry.name}-{trtcheck_preset.name}"
-    flushed = torch.set_flush_denormal(True)
-    try:
-        with torch.inference_mode():
-            comparison = compare(model(*inputs), stitched(*inputs), **zoo_tolerances(trtcheck_model_entry, model, inputs))
-            equivalence = {
-                "passed": comparison.passed,
-                "max_abs": max((o.max_abs for o in comparison.outputs), default=0.0),
-                "cosine": min((o.cosine for o in comparison.outputs), default=1.0),
-            }
-            benchmark.extra_info.update(
-                extra_info(trtcheck_model_entry.name, trtcheck_preset.name, variant, trtcheck_config.backend,
-                           stitched, equivalence, denormals_flushed=flushed)
-            )
-            fn = synchronized(model if variant == "eager" else stitched, inputs)
-            for _ in range(WARMUP):
-                fn()
-            benchmark(fn)
-    finally:
-        torch.set_flush_denormal(False)
+    # flush_denormals restores the previous flush state afterwards (torch has no getter; it probes the CPU).
+    with flush_denormals() as flushed, torch.inference_mode():
+        comparison = compare(model(*inputs), stitched(*inputs), **zoo_tolerances(trtcheck_model_entry, model, inputs))
+        equivalence = {
+            "passed": comparison.passed,
+            "max_abs": max((o.max_abs for o in comparison.outputs), default=0.0),
+            "cosine": min((o.cosine for o in comparison.outputs), default=1.0),
+        }
+        benchmark.extra_info.update(
+            extra_info(trtcheck_model_entry.name, trtcheck_preset.name, variant, trtcheck_config.backend,
+                       stitched, equivalence, denormals_flushed=flushed)
+        )
+        fn = synchronized(model if variant == "eager" else stitched, inputs)
+        for _ in range(WARMUP):
+            fn()
+        benchmark(fn)
     assert comparison.passed, str(comparison)
+    # Timed and recorded either way (the report shows it as a failure), but a fallback is not a pass.
+    fallbacks = stitched.partition.fallbacks
+    assert trtcheck_config.allow_fallbacks or not fallbacks, (
+        f"{len(fallbacks)} TensorRT segment(s) fell back to PyTorch: {fallbacks} (--trtcheck-allow-fallbacks accepts this)"
+    )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from matrix_checks import check_model, zoo_tolerances
+from matrix_checks import check_model, entry_options, zoo_tolerances
 
 pytestmark = pytest.mark.trtcheck
 
 
 def test_zoo_model(trtcheck_model_entry, trtcheck_settings, trtcheck_verify):
     model, inputs = trtcheck_model_entry.build()
-    check_model(model, inputs, trtcheck_settings, trtcheck_verify, **zoo_tolerances(trtcheck_model_entry, model, inputs))
+    options = {**zoo_tolerances(trtcheck_model_entry, model, inputs), **entry_options(trtcheck_model_entry)}
+    check_model(model, inputs, trtcheck_settings, trtcheck_verify, **options)

@@ -40,11 +40,14 @@ def _run_checking_fallback_module(model: nn.Module, inputs: tuple[Any, ...], ent
     submodule = model.get_submodule(entry.fallback_module)  # AttributeError when the path is wrong
     assert submodule is not model
     calls = []
-    handle = submodule.register_forward_hook(lambda *_: calls.append(1))
+    # A ModuleList or ModuleDict is never called itself: forward calls its members.
+    hooked = list(submodule.children()) if isinstance(submodule, (nn.ModuleList, nn.ModuleDict)) else [submodule]
+    handles = [module.register_forward_hook(lambda *_: calls.append(1)) for module in hooked]
     try:
         outputs = _run(model, inputs)
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
     assert calls, f"{entry.fallback_module} exists in {entry.name} but is not called by forward"
     return outputs
 
@@ -54,20 +57,20 @@ def test_entry_builds_runs_and_is_deterministic(name):
     """One test per entry (building twice), because building is most of the cost of each check."""
     entry = models.get(name)
     model, inputs = entry.factory()
+    again_model, again_inputs = entry.factory()
     assert isinstance(model, nn.Module) and isinstance(inputs, tuple)
     assert not any(module.training for module in model.modules()), "factory must return an eval-mode model"
+    state, again_state = model.state_dict(), again_model.state_dict()  # before forward updates any buffer
+    assert state.keys() == again_state.keys()
+    assert all(torch.equal(state[k], again_state[k]) for k in state)
     first = _tensors(_run_checking_fallback_module(model, inputs, entry))
     assert first and all(torch.isfinite(t.float()).all() for t in first)
     magnitudes = [t.abs().max().item() for t in first if t.is_floating_point()]
     assert all(m > 0 for m in magnitudes), "an all-zero output would hide conversion bugs"
     assert all(m < 1e3 for m in magnitudes), "exploding activations make tolerance checks meaningless"
 
-    again_model, again_inputs = entry.factory()
     for a, b in zip(_tensors(inputs), _tensors(again_inputs), strict=True):
         assert torch.equal(a, b)
-    state, again_state = model.state_dict(), again_model.state_dict()
-    assert state.keys() == again_state.keys()
-    assert all(torch.equal(state[k], again_state[k]) for k in state)
     for a, b in zip(first, _tensors(_run(again_model, again_inputs)), strict=True):
         assert torch.equal(a, b)
 

@@ -139,9 +139,12 @@ def test_getitem_follows_its_producer():
     assert trtcheck.check_invariants(partition, support=no_lgamma) == []
     settings = trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::max"])
     partition = trtcheck.partition(TupleOps(), inputs, settings, no_lgamma)
-    for node in partition.compute_nodes:
-        if node.target is operator.getitem and node.args[0].target is aten.max.dim:
-            assert partition.target_of(node) is Target.TORCH
+    getitems = [n for n in partition.compute_nodes if n.target is operator.getitem]
+    max_getitems = [n for n in getitems if n.args[0].target is aten.max.dim]
+    assert len(max_getitems) == 2
+    for node in max_getitems:
+        assert partition.target_of(node) is Target.TORCH
+        assert partition.reasons[node].kind is ReasonKind.FOLLOWS_PRODUCER
 
 
 def test_getitem_does_not_count_toward_min_block_size():

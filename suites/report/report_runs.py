@@ -11,7 +11,9 @@ same mechanisms a real change would go through:
 * ``TRTCHECK_REPORT_EXTRA_TORCH_OPS=MODEL=OP``: an op added to that model's ``torch_executed_ops`` in
   every preset, which splits its graph into more segments;
 * ``TRTCHECK_REPORT_NODE``: the ``machine_info.node`` pytest-benchmark records (through its
-  ``pytest_benchmark_update_machine_info`` hook).
+  ``pytest_benchmark_update_machine_info`` hook);
+* ``TRTCHECK_REPORT_BROKEN_CONVERTER=MODEL=OP``: while that model compiles, the converter of ``OP``
+  (``aten.relu.default``) raises, so the TensorRT segments holding it fall back to PyTorch.
 
     python suites/report/report_runs.py OUT_DIR      # writes baseline.json, slower.json, ... by hand
 """
@@ -48,12 +50,18 @@ import torch
 
 import models
 import trtcheck
+import trtcheck.converters as converters
 from trtcheck.benchmarking import extra_info
 from trtcheck.presets import PRESETS
 
 CASES = [("seed_lgamma", "min_block_size_1"), ("seed_lgamma", "torch_add"), ("residual_unsupported", "min_block_size_1")]
 SLOW_MODEL, _, SLOWDOWN = os.environ.get("TRTCHECK_REPORT_SLOWDOWN", "=0").partition("=")
 SPLIT_MODEL, _, EXTRA_TORCH_OP = os.environ.get("TRTCHECK_REPORT_EXTRA_TORCH_OPS", "=").partition("=")
+BROKEN_MODEL, _, BROKEN_OP = os.environ.get("TRTCHECK_REPORT_BROKEN_CONVERTER", "=").partition("=")
+
+
+def broken_converter(ctx, node):
+    raise RuntimeError(f"{BROKEN_OP} converter broken on purpose (TRTCHECK_REPORT_BROKEN_CONVERTER)")
 # Random weights make denormal activations, which slow eager PyTorch on x86 ~50x (see bench_compile.py).
 torch.set_flush_denormal(True)
 
@@ -66,7 +74,13 @@ def compiled(request):
     settings = PRESETS[preset].settings_for(entry.fallback_module)
     if name == SPLIT_MODEL:
         settings = dataclasses.replace(settings, torch_executed_ops=[*settings.torch_executed_ops, EXTRA_TORCH_OP])
-    stitched = trtcheck.compile(model, inputs, settings, backend="onnxruntime")
+    with converters.Snapshot():
+        if name == BROKEN_MODEL:
+            op = torch.ops
+            for part in BROKEN_OP.split("."):
+                op = getattr(op, part)
+            converters.register(op, override=True)(broken_converter)
+        stitched = trtcheck.compile(model, inputs, settings, backend="onnxruntime")
     with torch.inference_mode():
         expected, actual = model(*inputs), stitched(*inputs)
     difference = (expected - actual).abs().max().item()

@@ -99,11 +99,9 @@ def test_script_without_dry_run_calls_verify(tmp_path, case):
     folder = write_repro(tmp_path, lower(FlatNet().eval(), inputs), inputs, settings, "onnxruntime", "boom")
     result = run_script(folder)
     assert "recorded failure: boom" in result.stdout
-    if hasattr(trtcheck, "verify"):  # a correct model: the "failure" does not reproduce
-        assert result.returncode == 0, result.stderr
-        assert "did not reproduce" in result.stdout
-    else:  # until verify lands, the script must get as far as calling it
-        assert result.returncode != 0 and "trtcheck.verify(" in result.stderr
+    # a correct model: the "failure" does not reproduce (verify has landed; no branch for its absence)
+    assert result.returncode == 0, result.stderr
+    assert "did not reproduce" in result.stdout
 
 
 def test_model_pt_reloads_the_same_graph_with_its_metadata(tmp_path, case):
@@ -143,6 +141,7 @@ def test_reloaded_model_with_a_dict_input_compiles(tmp_path, case):
     folder = write_repro(tmp_path, gm, inputs, settings, "onnxruntime", "x")
     loaded = torch.load(folder / "model.pt", weights_only=False)
     compiled = trtcheck.compile(loaded, inputs, settings, backend="onnxruntime")
+    assert any(segment.target is trtcheck.Target.TENSORRT for segment in compiled.partition.segments)
     torch.testing.assert_close(compiled(*inputs), gm(*inputs))
 
 

@@ -96,7 +96,11 @@ def converter(
     check: Check | None = None,
 ) -> Callable[[ConverterFn], ConverterFn]:
     """Register a built-in converter whose validator is tensorrt_can_hold + the dtypes its tensor
-    inputs (``dtypes``) and outputs (``outputs``) may have + the op's own ``check``."""
+    inputs (``dtypes``) and outputs (``outputs``) may have + the op's own ``check``.
+
+    This is the built-in path: the converter is marked ``builtin`` (a crash in its validator is a
+    trtcheck bug that verification reports). Users register theirs with ``trtcheck.converters.register``.
+    """
 
     def validator(node: torch.fx.Node) -> bool:
         return (
@@ -106,7 +110,7 @@ def converter(
             and (check is None or bool(check(node)))
         )
 
-    return register(*targets, validator=validator)
+    return register(*targets, validator=validator, _builtin=True)
 
 
 def arg(node: torch.fx.Node, index: int, name: str, default: Any = None) -> Any:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
-from trtcheck.converters._common import FLOAT, all_ints, arg, aten, converter, out_dtype
+from trtcheck.converters._common import FLOAT, all_ints, arg, aten, cast, converter, out_dtype
 
 if TYPE_CHECKING:  # pragma: no cover - the context imports the registry, not vice versa
     from trtcheck.conversion import ConversionContext
@@ -20,9 +20,17 @@ def _conv_ok(node: torch.fx.Node) -> bool:
 
 @converter(aten.convolution.default, dtypes=FLOAT, check=_conv_ok)
 def _convolution(ctx: ConversionContext, node: torch.fx.Node) -> str:
-    """Conv / ConvTranspose; PyTorch and ONNX share weight layouts for both."""
+    """Conv / ConvTranspose; PyTorch and ONNX share weight layouts for both.
+
+    ONNX's Conv and ConvTranspose (opset 11, current at 17) take float16/float/double only, so a bfloat16
+    convolution computes in float32 between two Casts (as PyTorch's bfloat16 convolution accumulates in
+    float32 and rounds once): a bfloat16 Conv would make the checker reject the whole segment.
+    """
     x, weight, bias, stride, padding, dilation, transposed, output_padding, groups = node.args
-    inputs = [ctx.name(x), ctx.name(weight)] + ([ctx.name(bias)] if bias is not None else [])
+    dtype = out_dtype(node)
+    compute = torch.float32 if dtype == torch.bfloat16 else dtype
+    operands = [x, weight] + ([bias] if bias is not None else [])  # one dtype: PyTorch's convolution says so
+    inputs = [cast(ctx, ctx.name(value), dtype, compute) for value in operands]
     attrs: dict[str, Any] = {
         "strides": list(stride),
         "pads": list(padding) * 2,
@@ -31,8 +39,10 @@ def _convolution(ctx: ConversionContext, node: torch.fx.Node) -> str:
         "kernel_shape": list(weight.meta["val"].shape[2:]),
     }
     if transposed:
-        return ctx.add("ConvTranspose", inputs, output_padding=list(output_padding), **attrs)
-    return ctx.add("Conv", inputs, **attrs)
+        result = ctx.add("ConvTranspose", inputs, output_padding=list(output_padding), **attrs)
+    else:
+        result = ctx.add("Conv", inputs, **attrs)
+    return cast(ctx, result, compute, dtype)
 
 
 @converter(aten.mm.default, aten.bmm.default, aten.matmul.default, dtypes=FLOAT)

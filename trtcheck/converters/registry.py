@@ -27,32 +27,46 @@ OpTarget = Union[torch._ops.OpOverload, Callable[..., Any]]
 
 @dataclass(frozen=True)
 class Converter:
-    """One registered converter: the ATen overload it handles, the function and its capability check."""
+    """One registered converter: the ATen overload it handles, the function and its capability check.
+
+    ``builtin`` is True for trtcheck's own converters (registered while ``trtcheck.converters`` is
+    imported, through ``_common.converter``) and False for anything registered later through
+    :func:`register`, including a user's ``override=True`` replacement of a built-in one. A built-in
+    validator that raises is a trtcheck bug, which ``check_invariants`` reports (rule ``validator_error``).
+    """
 
     target: OpTarget
     fn: ConverterFn
     validator: Validator | None = None
+    builtin: bool = False
+
+    def check(self, node: torch.fx.Node) -> tuple[bool, Exception | None]:
+        """``(accepted, error)``: whether this converter can convert ``node``, and the exception its
+        validator raised (then ``accepted`` is False), so a crash is never mistaken for a refusal."""
+        if self.validator is None:
+            return True, None
+        try:
+            return bool(self.validator(node)), None
+        except Exception as error:  # noqa: BLE001 - a validator crash must mean "not convertible", never a crash
+            return False, error
 
     def supports(self, node: torch.fx.Node) -> bool:
-        """True when this converter can convert ``node``; a validator that raises counts as "no"."""
-        if self.validator is None:
-            return True
-        try:
-            return bool(self.validator(node))
-        except Exception:  # noqa: BLE001 - a validator crash must mean "not convertible", never a crash
-            return False
+        """True when this converter can convert ``node``; a validator that raises counts as "no"
+        (use :meth:`check` to tell the two apart)."""
+        return self.check(node)[0]
 
 
 _REGISTRY: dict[OpTarget, Converter] = {}
 
 
 def register(
-    *targets: OpTarget, validator: Validator | None = None, override: bool = False
+    *targets: OpTarget, validator: Validator | None = None, override: bool = False, _builtin: bool = False
 ) -> Callable[[ConverterFn], ConverterFn]:
     """Decorator registering ``fn`` as the converter of each ATen overload in ``targets``.
 
     Registering an overload twice is an error unless ``override=True``: a user replacing a built-in
-    converter says so explicitly, and a typo cannot silently shadow one.
+    converter says so explicitly, and a typo cannot silently shadow one. ``_builtin`` is for trtcheck's
+    own converters only (``_common.converter`` passes it); whatever a user registers is not built-in.
     """
     if not targets:
         raise TypeError("register() needs at least one ATen overload, e.g. torch.ops.aten.relu.default")
@@ -66,7 +80,7 @@ def register(
                 )
             if target in _REGISTRY and not override:
                 raise ValueError(f"a converter for {target} is already registered; pass override=True")
-            _REGISTRY[target] = Converter(target, fn, validator)
+            _REGISTRY[target] = Converter(target, fn, validator, builtin=_builtin)
         return fn
 
     return decorator
@@ -87,12 +101,23 @@ def registered_targets() -> frozenset[OpTarget]:
     return frozenset(_REGISTRY)
 
 
-def is_convertible(node: torch.fx.Node) -> bool:
-    """True when ``node`` is a call_function whose target has a converter that accepts it."""
+def check_node(node: torch.fx.Node) -> tuple[bool, Exception | None]:
+    """``(convertible, error)`` for ``node``: ``error`` is what the converter's validator raised (then
+    ``convertible`` is False); ``(False, None)`` for no converter or a plain refusal."""
     if node.op != "call_function":
-        return False
+        return False, None
     converter = _REGISTRY.get(node.target)
-    return converter is not None and converter.supports(node)
+    if converter is None:
+        return False, None
+    return converter.check(node)
+
+
+def is_convertible(node: torch.fx.Node) -> bool:
+    """True when ``node`` is a call_function whose target has a converter that accepts it.
+
+    A validator that raises counts as "not convertible"; :func:`check_node` also returns the error.
+    """
+    return check_node(node)[0]
 
 
 class Snapshot:
@@ -129,4 +154,4 @@ def _convert_getitem(ctx: "ConversionContext", node: torch.fx.Node) -> str:
     return names[index]
 
 
-register(operator.getitem, validator=_getitem_validator)(_convert_getitem)
+register(operator.getitem, validator=_getitem_validator, _builtin=True)(_convert_getitem)

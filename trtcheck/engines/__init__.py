@@ -5,11 +5,15 @@ one available here (see ``resolve_backend``).
 """
 
 from trtcheck.engines.base import (
+    BackendChoice,
     Engine,
     EngineBuildError,
     TensorSpec,
     available_backends,
+    backend_versions,
     build_engine,
+    choose_backend,
+    describe_backend,
     register_backend,
     registered_backends,
     resolve_backend,
@@ -18,13 +22,17 @@ from trtcheck.engines.onnxruntime import OnnxRuntimeEngine
 from trtcheck.engines.tensorrt import TensorRTEngine
 
 __all__ = [
+    "BackendChoice",
     "Engine",
     "EngineBuildError",
     "OnnxRuntimeEngine",
     "TensorRTEngine",
     "TensorSpec",
     "available_backends",
+    "backend_versions",
     "build_engine",
+    "choose_backend",
+    "describe_backend",
     "register_backend",
     "registered_backends",
     "resolve_backend",

@@ -19,14 +19,21 @@ from typing import ClassVar
 import onnx
 import torch
 
+from trtcheck.errors import BackendError, BackendUnavailableError
+
 __all__ = [
+    "BackendChoice",
     "Engine",
     "EngineBuildError",
     "TensorSpec",
     "available_backends",
+    "backend_versions",
     "build_engine",
     "check_model_signature",
+    "choose_backend",
+    "describe_backend",
     "import_tensorrt",
+    "tensorrt_import_error",
     "onnx_elem_type",
     "register_backend",
     "registered_backends",
@@ -152,13 +159,20 @@ class Engine(abc.ABC):
     """
 
     backend: ClassVar[str]
+    install_hint: ClassVar[str] = ""
+    """How to make an unavailable backend available (shown after ``unavailable_reason``)."""
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
 
     @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """None when this backend can run here; else what is missing (a package, a CUDA device), in words."""
+        return None
+
+    @classmethod
     def is_available(cls) -> bool:
         """True when this backend's dependencies (packages, devices) are present on this machine."""
-        return True
+        return cls.unavailable_reason() is None
 
     @abc.abstractmethod
     def __call__(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -243,6 +257,15 @@ def available_backends() -> list[str]:
     return [name for name in sorted(_BACKENDS) if _BACKENDS[name].is_available()]
 
 
+def tensorrt_import_error() -> str | None:
+    """Why ``import tensorrt`` fails here (the ImportError's message), or None when it imports."""
+    try:
+        importlib.import_module("tensorrt")
+    except ImportError as error:
+        return str(error) or type(error).__name__
+    return None
+
+
 def import_tensorrt() -> ModuleType | None:
     """The ``tensorrt`` module, or None when it is not installed (or fails to import)."""
     try:
@@ -251,21 +274,121 @@ def import_tensorrt() -> ModuleType | None:
         return None
 
 
-def resolve_backend(name: str) -> str:
-    """Turn a user-facing backend name into a registered one.
+def _unavailable(name: str) -> str | None:
+    """What backend ``name`` (registered) misses here; a class overriding only ``is_available`` still gets a reason."""
+    engine_cls = _BACKENDS[name]
+    reason = engine_cls.unavailable_reason()
+    if reason is None and not engine_cls.is_available():
+        reason = f"{engine_cls.__name__}.is_available() returned False"
+    return reason
 
-    ``"auto"`` picks TensorRT when both the ``tensorrt`` package and a CUDA device are present, and
-    ONNX Runtime otherwise, so the same call works on a laptop and on a GPU box. An unknown name is
-    a ``ValueError`` listing the valid names (and the closest one, for typos).
-    """
-    if name == AUTO:
-        return "tensorrt" if "tensorrt" in _BACKENDS and _BACKENDS["tensorrt"].is_available() else "onnxruntime"
-    if name in _BACKENDS:
-        return name
+
+def _unknown(name: object) -> BackendError:
     valid = [AUTO, *sorted(_BACKENDS)]
     close = difflib.get_close_matches(str(name), valid, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise ValueError(f"unknown engine backend {name!r}{hint}; valid backends: {', '.join(valid)}")
+    return BackendError(f"unknown engine backend {name!r}{hint}; valid backends: {', '.join(valid)}")
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """Which backend a requested name resolves to here, and why (``str()`` of it is ``describe_backend``'s text)."""
+
+    requested: str
+    name: str
+    why: str
+    """``"requested explicitly"``, or for ``auto`` what was available (``"tensorrt cannot run here: ..."``)."""
+
+    @property
+    def versions(self) -> dict[str, str]:
+        """torch / ONNX Runtime / TensorRT versions and the device (see ``backend_versions``)."""
+        return backend_versions()
+
+    def describe(self) -> str:
+        versions = self.versions
+        device = versions.pop("device")
+        listing = ", ".join(f"{package} {version}" for package, version in versions.items())
+        return f"engine backend: {self.name} ({self.why})\nversions: {listing}; device: {device}"
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+def choose_backend(name: str = AUTO) -> BackendChoice:
+    """Resolve ``name`` like ``resolve_backend`` (raising the same errors), saying why that backend was chosen."""
+    if name == AUTO:
+        if "tensorrt" in _BACKENDS:
+            reason = _unavailable("tensorrt")
+            if reason is None:
+                return BackendChoice(AUTO, "tensorrt", "auto: TensorRT and a CUDA device are present")
+            return BackendChoice(AUTO, "onnxruntime", f"auto: tensorrt cannot run here, missing {reason}; using onnxruntime")
+        return BackendChoice(AUTO, "onnxruntime", "auto: no tensorrt backend registered; using onnxruntime")
+    if not isinstance(name, str) or name not in _BACKENDS:
+        raise _unknown(name)
+    reason = _unavailable(name)
+    if reason is not None:
+        hint = _BACKENDS[name].install_hint
+        fix = f"{hint}, or" if hint else "Fix: make it available, or"
+        others = [n for n in available_backends() if n != name]
+        alternatives = f"use backend={others[0]!r}" if others else "use another backend"
+        raise BackendUnavailableError(
+            f"engine backend {name!r} was requested but cannot run on this machine: missing {reason}. "
+            f"{fix} {alternatives} ('auto' picks the best backend available). trtcheck stops here rather than "
+            "run every segment in PyTorch, which would verify nothing"
+        )
+    return BackendChoice(name, name, "requested explicitly")
+
+
+def resolve_backend(name: str) -> str:
+    """Turn a user-facing backend name into a registered one that can run on this machine.
+
+    ``"auto"`` picks TensorRT when both the ``tensorrt`` package and a CUDA device are present, and
+    ONNX Runtime otherwise, so the same call works on a laptop and on a GPU box. An explicitly named
+    backend that cannot run here is a ``BackendUnavailableError`` naming what is missing and the fix
+    (never a silent fallback to PyTorch). An unknown name is a ``BackendError`` (a ``ValueError``)
+    listing the valid names (and the closest one, for typos).
+    """
+    return choose_backend(name).name
+
+
+def describe_backend(name: str = AUTO) -> str:
+    """Two lines: the backend ``name`` resolves to here and why, then the torch / ONNX Runtime / TensorRT
+    versions and the device. Raises like ``resolve_backend``.
+
+    ``engine backend: onnxruntime (auto: tensorrt cannot run here, missing the `tensorrt` package (No module
+    named 'tensorrt') and a CUDA device (...); using onnxruntime)`` /
+    ``versions: torch 2.x, onnxruntime 1.x, tensorrt not installed; device: cpu (...)``
+    """
+    return choose_backend(name).describe()
+
+
+def _package_version(module_name: str) -> str:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return "not installed"
+    return str(getattr(module, "__version__", "(unknown version)"))
+
+
+def _device() -> str:
+    if not torch.cuda.is_available():
+        built = f"torch built with CUDA {torch.version.cuda}" if torch.version.cuda else "torch built without CUDA"
+        return f"cpu (no CUDA device: torch.cuda.is_available() is False; {built})"
+    try:
+        index = torch.cuda.current_device()
+        return f"cuda:{index} {torch.cuda.get_device_name(index)} (CUDA {torch.version.cuda})"
+    except Exception as error:  # noqa: BLE001 - a header must not fail on a half-working driver
+        return f"cuda (device query failed: {error})"
+
+
+def backend_versions() -> dict[str, str]:
+    """``{"torch": ..., "onnxruntime": ..., "tensorrt": ..., "device": ...}``: what a run's results depend on."""
+    return {
+        "torch": torch.__version__,
+        "onnxruntime": _package_version("onnxruntime"),
+        "tensorrt": _package_version("tensorrt"),
+        "device": _device(),
+    }
 
 
 def build_engine(

@@ -24,6 +24,7 @@ from trtcheck.engines.base import (
     check_model_signature,
     import_tensorrt,
     register_backend,
+    tensorrt_import_error,
 )
 
 __all__ = ["MISSING_DEPENDENCY_MESSAGE", "TensorRTEngine"]
@@ -46,6 +47,9 @@ class TensorRTEngine(Engine):
     """
 
     backend: ClassVar[str] = "tensorrt"
+    install_hint: ClassVar[str] = (
+        "Fix: pip install 'trtcheck[tensorrt]' on a machine with an NVIDIA GPU and a CUDA build of torch"
+    )
 
     def __init__(self, model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]):
         trt = import_tensorrt()
@@ -110,9 +114,16 @@ class TensorRTEngine(Engine):
         return engine
 
     @classmethod
-    def is_available(cls) -> bool:
-        """True when the ``tensorrt`` package imports and torch sees a CUDA device."""
-        return import_tensorrt() is not None and torch.cuda.is_available()
+    def unavailable_reason(cls) -> str | None:
+        """None when the ``tensorrt`` package imports and torch sees a CUDA device; else what is missing."""
+        missing = []
+        error = tensorrt_import_error()
+        if error is not None:
+            missing.append(f"the `tensorrt` package ({error})")
+        if not torch.cuda.is_available():
+            built = f"torch {torch.__version__}, built with CUDA {torch.version.cuda}" if torch.version.cuda else f"torch {torch.__version__}, built without CUDA"
+            missing.append(f"a CUDA device (torch.cuda.is_available() is False; {built})")
+        return " and ".join(missing) or None
 
     def __call__(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         home = tensors[0].device if tensors else self._device

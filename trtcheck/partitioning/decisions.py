@@ -3,6 +3,10 @@
 The user's word comes first (a forced op or module runs in Torch even when a converter exists), then
 convertibility. ``operator.getitem`` has no decision of its own: it always runs where the tuple it
 indexes was produced, so a multi-output op never leaves a tuple on a segment boundary.
+
+A support check that raises (a converter's validator, or a user's ``support`` callable) never breaks
+partitioning: the node runs in Torch with reason ``VALIDATOR_ERROR`` naming the error, not
+``NO_CONVERTER``, so a bug in a validator cannot pass for a refusal.
 """
 
 from __future__ import annotations
@@ -38,6 +42,27 @@ def support_function(support: Support) -> SupportFn:
     )
 
 
+def check_support(node: torch.fx.Node, supports: SupportFn) -> tuple[bool, str | None]:
+    """``(supported, error)``: ``error`` describes the exception the support check raised, if any.
+
+    For the converter registry (``support=None``) it names the converter:
+    ``"aten.relu.default validator raised KeyError: 'val'"``; for any other predicate,
+    ``"support check raised KeyError: 'val'"``. A check that raised counts as unsupported.
+    """
+    # importing the package populates the registry
+    from trtcheck.converters import registry
+
+    if supports is registry.is_convertible:
+        supported, exc = registry.check_node(node)
+        if exc is None:
+            return supported, None
+        return False, f"{_target_name(node.target)} validator raised {type(exc).__name__}: {exc}"
+    try:
+        return bool(supports(node)), None
+    except Exception as exc:  # noqa: BLE001 - a failing support check means "not convertible", never a crash
+        return False, f"support check raised {type(exc).__name__}: {exc}"
+
+
 def is_getitem(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and node.target is operator.getitem
 
@@ -51,21 +76,22 @@ def decide(
     module = forced_modules(node)
     if module is not None:
         return Target.TORCH, Reason(ReasonKind.FORCED_MODULE, f"inside {module!r} (torch_executed_modules)")
-    try:
-        supported = bool(supports(node))
-    except Exception as error:  # noqa: BLE001 - a failing support check means "not convertible"
-        return Target.TORCH, Reason(ReasonKind.NO_CONVERTER, f"support check raised {type(error).__name__}: {error}")
+    supported, error = check_support(node, supports)
+    if error is not None:
+        return Target.TORCH, Reason(ReasonKind.VALIDATOR_ERROR, error)
     if not supported:
         return Target.TORCH, Reason(ReasonKind.NO_CONVERTER, f"no converter accepts {_describe(node)}")
     return Target.TENSORRT, Reason(ReasonKind.CONVERTIBLE)
 
 
-def _describe(node: torch.fx.Node) -> str:
-    target = node.target
+def _target_name(target: object) -> str:
     if isinstance(target, torch._ops.OpOverload):
-        name = str(target)
-    else:
-        name = getattr(target, "__name__", str(target))
+        return str(target)
+    return getattr(target, "__name__", str(target))
+
+
+def _describe(node: torch.fx.Node) -> str:
+    name = _target_name(node.target)
     value = node.meta.get("val")
     dtype = getattr(value, "dtype", None)
     return f"{name}" + (f" on {dtype}" if dtype is not None else "")

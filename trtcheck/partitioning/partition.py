@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from trtcheck.lowering import is_mutable_state
 from trtcheck.settings import Settings
 
 NOT_SEGMENTED = ("placeholder", "get_attr", "output")
@@ -37,6 +38,7 @@ class ReasonKind(str, enum.Enum):
 
     CONVERTIBLE = "convertible"  # a converter exists and accepts the node: TensorRT
     NO_CONVERTER = "no_converter"  # no converter, or its validator rejects the node
+    VALIDATOR_ERROR = "validator_error"  # a converter's validator raised: a bug in it, not a refusal
     FORCED_OP = "forced_op"  # the op is in torch_executed_ops
     FORCED_MODULE = "forced_module"  # the node lies inside a module of torch_executed_modules
     NON_TENSOR_BOUNDARY = "non_tensor_boundary"  # linked to Torch through a non-Tensor value
@@ -90,13 +92,14 @@ class Segment:
     def inputs(self) -> list[torch.fx.Node]:
         """Values the segment reads from outside itself (graph inputs or other segments), first use first.
 
-        ``get_attr`` constants are not inputs: they travel with every segment that uses them.
+        ``get_attr`` constants are not inputs: they travel with every segment that uses them. Mutable
+        state (``is_mutable_state``) is, so that every call reads its current value.
         """
         members = self._node_set()
         seen: dict[torch.fx.Node, None] = {}
         for node in self.nodes:
             for value in node.all_input_nodes:
-                if value not in members and value.op != "get_attr":
+                if value not in members and (value.op != "get_attr" or is_mutable_state(value)):
                     seen.setdefault(value, None)
         return list(seen)
 
@@ -108,11 +111,11 @@ class Segment:
 
     @property
     def constants(self) -> list[torch.fx.Node]:
-        """The ``get_attr`` nodes (parameters, buffers, constants) this segment uses."""
+        """The ``get_attr`` nodes (parameters, buffers, constants) this segment uses; mutable state excluded."""
         seen: dict[torch.fx.Node, None] = {}
         for node in self.nodes:
             for value in node.all_input_nodes:
-                if value.op == "get_attr":
+                if value.op == "get_attr" and not is_mutable_state(value):
                     seen.setdefault(value, None)
         return list(seen)
 

@@ -33,11 +33,11 @@ def partition(
 ) -> Partition:
     """Lower ``model`` to core ATen and split it into TensorRT and Torch segments.
 
-    ``support`` decides convertibility: ``None`` for trtcheck's converter registry, a callable
-    ``(torch.fx.Node) -> bool``, or a ``torch.fx.passes.operator_support.OperatorSupportBase``.
+    ``settings`` is a ``Settings`` or ``None`` (the defaults); anything else is a ``SettingsError``
+    (see ``Settings.coerce``). ``support`` decides convertibility: ``None`` for trtcheck's converter
+    registry, a callable ``(torch.fx.Node) -> bool``, or a ``torch.fx.passes.operator_support.OperatorSupportBase``.
     """
-    settings = settings if settings is not None else Settings()
-    settings.validate()
+    settings = Settings.coerce(settings)
     gm = lower(model, example_inputs, example_kwargs)
     forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph, model)
     if gm is not model:  # lowering made a new graph: ours to rewrite
@@ -63,7 +63,7 @@ def partition_graph(
     The graph may gain copies of non-Tensor producers (see ``boundaries``); with ``may_change_graph=False``
     it raises ``GraphMustChange`` instead, and the caller retries on a copy.
     """
-    settings.validate()
+    settings = Settings.coerce(settings)
     with _gc_paused():
         return _partition_graph(gm, settings, support, forced_modules, may_change_graph)
 

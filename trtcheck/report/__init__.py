@@ -2,16 +2,20 @@
 
     runs = trtcheck.report.load_runs(["monday.json", "tuesday.json"])
     result = trtcheck.report.write_report(runs, "report/")      # tuesday against monday
-    result.regressions                                          # slower stitched medians, more segments
+    result.regressions                                          # slower stitched medians, more segments,
+                                                                # then failures (equivalence FAIL, fallbacks)
 
 The ``trtcheck report`` command is a thin layer over ``load_runs`` and ``write_report``.
 """
 
 from trtcheck.report.analysis import (
     DEFAULT_THRESHOLD,
+    Failure,
     Regression,
     Summary,
     comparable,
+    failure_reasons,
+    find_failures,
     find_regressions,
     format_speedup,
     relative_change,
@@ -24,6 +28,7 @@ from trtcheck.report.writer import ReportResult, write_report
 __all__ = [
     "DEFAULT_THRESHOLD",
     "Commit",
+    "Failure",
     "Group",
     "Machine",
     "Plot",
@@ -33,6 +38,8 @@ __all__ = [
     "Run",
     "Summary",
     "comparable",
+    "failure_reasons",
+    "find_failures",
     "find_regressions",
     "format_speedup",
     "load_run",

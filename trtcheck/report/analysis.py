@@ -46,6 +46,49 @@ class Regression:
         return f"{self.label}: " + "; ".join(parts)
 
 
+@dataclass(frozen=True)
+class Failure:
+    """A group of the latest run that failed outright, whatever the baseline says.
+
+    Its stitched module disagreed with eager (equivalence FAIL), or some of its TensorRT segments fell
+    back to PyTorch (their conversion or engine build failed): then the timings measure a model that
+    converted less than the settings ask for, and a PASS would mean nothing.
+    """
+
+    model: str
+    preset: str
+    group: Group
+    reasons: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}/{self.preset}"
+
+    def describe(self) -> str:
+        """One line: which group failed and why."""
+        return f"{self.label}: FAILED: " + "; ".join(self.reasons)
+
+
+def failure_reasons(group: Group) -> tuple[str, ...]:
+    """Why ``group`` counts as a failure (empty when it does not): equivalence FAIL, fallbacks to PyTorch."""
+    reasons = []
+    if group.equivalence_passed is False:
+        max_abs = (group.equivalence or {}).get("max_abs")
+        detail = f" (max abs {max_abs:.1e})" if isinstance(max_abs, (int, float)) else ""
+        reasons.append(f"stitched output differs from eager{detail}")
+    if group.fallbacks:
+        reasons.append(
+            f"{group.fallbacks} TensorRT segment(s) fell back to PyTorch (conversion or engine build failed), "
+            "so the stitched module is not what the settings ask for"
+        )
+    return tuple(reasons)
+
+
+def find_failures(run: Run) -> list[Failure]:
+    """The groups of ``run`` that failed (see ``failure_reasons``), in file order."""
+    return [Failure(g.model, g.preset, g, reasons) for g in run.groups if (reasons := failure_reasons(g))]
+
+
 def _ms(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1e3:.3f} ms"
 
@@ -136,6 +179,8 @@ class Summary:
     compared: bool
     warnings: tuple[str, ...]
     notes: tuple[str, ...]
+    failures: tuple[Failure, ...] = ()
+    """Groups of the latest run that failed (equivalence FAIL, fallbacks): checked with or without a baseline."""
 
     @property
     def latest(self) -> Run:
@@ -143,6 +188,9 @@ class Summary:
 
     def regression_of(self, group: Group) -> Regression | None:
         return next((r for r in self.regressions if (r.model, r.preset) == group.key), None)
+
+    def failure_of(self, group: Group) -> Failure | None:
+        return next((f for f in self.failures if (f.model, f.preset) == group.key), None)
 
 
 def summarize(
@@ -183,4 +231,5 @@ def summarize(
             notes.append(f"in the baseline but not in the latest run: {', '.join(missing)}")
         if new:
             notes.append(f"new since the baseline (not compared): {', '.join(new)}")
-    return Summary(runs, chosen, threshold, regressions, compared, tuple(warnings), tuple(notes))
+    failures = tuple(find_failures(latest))
+    return Summary(runs, chosen, threshold, regressions, compared, tuple(warnings), tuple(notes), failures)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trtcheck.atomic import atomic_write
 from trtcheck.report.analysis import format_speedup
 from trtcheck.report.loading import Group, ReportError, Run
 
@@ -63,7 +64,7 @@ def _log_scale_if_wide(axes, values: Sequence[float]) -> bool:
 
 def _save(figure: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="png")
+    atomic_write(path, lambda file: figure.savefig(file, format="png"))
     return path
 
 

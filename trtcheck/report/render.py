@@ -26,6 +26,7 @@ class Row:
     cells: tuple[str, ...]
     status: str
     equivalence_failed: bool
+    """The group failed (equivalence FAIL or a fallback to PyTorch): its equivalence cell is drawn red."""
 
 
 def _number(value: float | None, fmt: str) -> str:
@@ -37,12 +38,19 @@ def _ms(seconds: float | None) -> str:
 
 
 def _equivalence(group: Group) -> str:
+    """PASS or FAIL with details; any fallback to PyTorch is a FAIL, even when the outputs agree."""
     passed = group.equivalence_passed
-    if passed is None:
+    fallbacks = group.fallbacks or 0
+    if passed is None and not fallbacks:
         return "n/a"
+    details = []
+    if fallbacks:
+        details.append(f"{fallbacks} fallback{'s' if fallbacks != 1 else ''} to PyTorch")
     max_abs = (group.equivalence or {}).get("max_abs")
-    detail = f" (max abs {max_abs:.1e})" if isinstance(max_abs, (int, float)) else ""
-    return ("PASS" if passed else "FAIL") + detail
+    if isinstance(max_abs, (int, float)):
+        details.append(f"max abs {max_abs:.1e}")
+    word = "PASS" if passed and not fallbacks else "FAIL"
+    return word + (f" ({', '.join(details)})" if details else "")
 
 
 def _regression_cell(summary: Summary, group: Group) -> tuple[str, str]:
@@ -80,12 +88,17 @@ def table_rows(summary: Summary) -> list[Row]:
             _equivalence(group),
             flag,
         )
-        rows.append(Row(cells, status, group.equivalence_passed is False))
+        rows.append(Row(cells, status, summary.failure_of(group) is not None))
     return rows
 
 
 def _headline(summary: Summary) -> str:
-    """The one sentence under the title: did anything regress, against what."""
+    """The one sentence under the title: did anything fail or regress, against what."""
+    failed = f"{len(summary.failures)} failure(s) (equivalence FAIL or fallbacks to PyTorch). " if summary.failures else ""
+    return failed + _regression_headline(summary)
+
+
+def _regression_headline(summary: Summary) -> str:
     if summary.baseline is None:
         return "No baseline: regressions were not checked."
     if not summary.compared:
@@ -135,6 +148,8 @@ def render_markdown(summary: Summary, plots: Sequence[Plot]) -> str:
     if summary.warnings:
         lines.append("")
     lines += [f"**{_headline(summary)}**", ""]
+    if summary.failures:
+        lines += ["## Failures", ""] + [f"- **{f.describe()}**" for f in summary.failures] + [""]
     if summary.regressions:
         lines += ["## Regressions", ""] + [f"- **{r.describe()}**" for r in summary.regressions] + [""]
     lines += [f"## Summary: {latest.label}", ""]
@@ -166,7 +181,7 @@ td { white-space: nowrap; }
 th { background: #f1f3f4; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.regressed td { background: #fde5e3; font-weight: 600; }
-td.fail { color: #b00020; font-weight: 700; }
+td.fail, li.fail { color: #b00020; font-weight: 700; }
 .plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(620px, 1fr)); gap: 18px; }
 figure { margin: 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: 12px; color: #555; }
@@ -204,8 +219,10 @@ def render_html(summary: Summary, plots: Sequence[Plot]) -> str:
         f"<h1>trtcheck benchmark report: {html.escape(latest.path.name)}</h1>",
     ]
     parts += [f'<div class="box warning"><strong>Warning:</strong> {html.escape(w)}</div>' for w in summary.warnings]
-    box = "regressions" if summary.regressions else ("clean" if summary.compared else "warning")
+    box = "regressions" if summary.regressions or summary.failures else ("clean" if summary.compared else "warning")
     parts.append(f'<div class="box {box}"><div class="headline">{html.escape(_headline(summary))}</div>')
+    if summary.failures:
+        parts.append('<ul class="failures">' + "".join(f'<li class="fail">{html.escape(f.describe())}</li>' for f in summary.failures) + "</ul>")
     if summary.regressions:
         parts.append("<ul>" + "".join(f"<li>{html.escape(r.describe())}</li>" for r in summary.regressions) + "</ul>")
     parts.append("</div>")

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtcheck.report.analysis import DEFAULT_THRESHOLD, Regression, Summary, summarize
+from trtcheck.atomic import atomic_write
+from trtcheck.report.analysis import DEFAULT_THRESHOLD, Failure, Regression, Summary, summarize
 from trtcheck.report.loading import ReportError, Run
 from trtcheck.report.plots import Plot, draw_all
 from trtcheck.report.render import render_html, render_markdown
@@ -22,8 +23,15 @@ class ReportResult:
     plots: tuple[Plot, ...]
 
     @property
-    def regressions(self) -> tuple[Regression, ...]:
-        return self.summary.regressions
+    def regressions(self) -> tuple[Regression | Failure, ...]:
+        """What ``trtcheck report --fail-on-regression`` fails on: the regressions against the baseline, then
+        the latest run's failures (equivalence FAIL, segments fallen back to PyTorch), which fail with or
+        without a baseline. Each has ``describe()``; ``summary.regressions`` holds the regressions alone."""
+        return (*self.summary.regressions, *self.summary.failures)
+
+    @property
+    def failures(self) -> tuple[Failure, ...]:
+        return self.summary.failures
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -46,10 +54,9 @@ def write_report(
     try:
         out.mkdir(parents=True, exist_ok=True)
         plots = tuple(draw_all(summary.runs, out))
-        markdown = out / "report.md"
-        markdown.write_text(render_markdown(summary, plots), encoding="utf-8")
-        page = out / "report.html"
-        page.write_text(render_html(summary, plots), encoding="utf-8")
+        # Atomically: a reader (a CI upload, a browser left open on report.html) never sees half a report.
+        markdown = atomic_write(out / "report.md", render_markdown(summary, plots))
+        page = atomic_write(out / "report.html", render_html(summary, plots))
     except OSError as error:
         raise ReportError(f"cannot write the report to {out}: {error}") from None
     return ReportResult(summary, markdown, page, plots)

@@ -2,6 +2,22 @@
 
 Each check is independent of how the partition was made, so it catches a bug in the partitioner as well as
 a partition corrupted by hand. A violation names the rule, the segment and the node.
+
+Rules (``Violation.rule``):
+
+- ``placement``: every compute node in exactly one segment, nothing else in any segment.
+- ``topological``: running the segments in order, every value is defined before it is read.
+- ``tensor_boundary``: TensorRT segments take and return Tensors (or lists of Tensors) only.
+- ``unsupported`` / ``forced_op`` / ``forced_module``: no TensorRT node lacks a converter or is forced
+  to Torch by the settings.
+- ``min_block_size``: no TensorRT segment is shorter than ``min_block_size``.
+- ``merge``: no two adjacent segments could have been one.
+- ``validator_error``: no node's reason is ``VALIDATOR_ERROR`` from a *built-in* converter (one
+  registered by ``trtcheck.converters`` itself, ``Converter.builtin``). Partitioning survives such a
+  crash (the node runs in Torch), but it is a trtcheck bug that would otherwise silently look like "no
+  converter", so verification fails on it. A crash in a *user's* converter (``converters.register``,
+  with or without ``override=True``) or in a user's ``support`` callable stays a reason only: it is
+  reported in ``Partition.explain`` but it is the user's code, not a broken partition.
 """
 
 from __future__ import annotations
@@ -11,7 +27,7 @@ from dataclasses import dataclass
 import torch.fx
 
 from trtcheck.partitioning.decisions import Support, is_getitem, support_function
-from trtcheck.partitioning.partition import Partition, Target, is_compute, node_is_tensor
+from trtcheck.partitioning.partition import Partition, ReasonKind, Target, is_compute, node_is_tensor
 from trtcheck.partitioning.segmentation import mergeable
 from trtcheck.settings import resolve_modules, resolve_ops
 
@@ -44,6 +60,7 @@ def check_invariants(partition: Partition, support: Support = None) -> list[Viol
     violations += _settings_honoured(partition, support)
     violations += _block_sizes(partition)
     violations += _merged(partition)
+    violations += _validator_errors(partition, support)
     return violations
 
 
@@ -120,6 +137,24 @@ def _settings_honoured(partition: Partition, support: Support) -> list[Violation
                 found.append(Violation("forced_module", f"inside forced module {module!r}", index, node.name))
             elif not supports(node):
                 found.append(Violation("unsupported", f"{node.target} has no converter", index, node.name))
+    return found
+
+
+def _validator_errors(partition: Partition, support: Support) -> list[Violation]:
+    """No node fell back to Torch because a built-in converter's validator raised."""
+    # importing the package populates the registry
+    from trtcheck.converters import registry
+
+    if support is not None and support is not registry.is_convertible:
+        return []  # a user's support callable: its crashes are the user's business
+    found = []
+    for node, reason in partition.reasons.items():
+        if reason.kind is not ReasonKind.VALIDATOR_ERROR or node.op != "call_function":
+            continue
+        converter = registry.get(node.target)
+        if converter is not None and converter.builtin:
+            index = next((i for i, segment in enumerate(partition.segments) if node in segment.nodes), None)
+            found.append(Violation("validator_error", f"built-in converter: {reason.detail}", index, node.name))
     return found
 
 

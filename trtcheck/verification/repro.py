@@ -35,6 +35,7 @@ import json
 import os
 import pathlib
 import re
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,11 +43,16 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from trtcheck.atomic import atomic_write
 from trtcheck.lowering import _drop_guards
 from trtcheck.settings import Settings
 
 FORMAT = 1
 _KEPT_META = ("nn_module_stack", "stack_trace")
+
+
+class ReproWriteWarning(UserWarning):
+    """A repro could not be written (an unwritable report directory, a full disk); the check's result stands."""
 
 
 def write_repro(
@@ -57,23 +63,37 @@ def write_repro(
     backend: str,
     failure: str,
     name: str = "repro",
-) -> pathlib.Path:
+) -> pathlib.Path | None:
     """Write a standalone reproduction of a failing check into ``directory/<name>/``; return that folder.
 
     ``name`` (a pytest node id, say) is made safe for any filesystem; an existing folder of that name is
-    overwritten file by file. The folder can be moved: ``repro.py`` finds its files next to itself.
+    overwritten file by file, each file atomically (written aside, then renamed over the old one), so a
+    reader never sees a half-written file. The folder can be moved: ``repro.py`` finds its files next to
+    itself. When the folder cannot be written (``OSError``: an unwritable or uncreatable directory, a
+    full disk), a ``ReproWriteWarning`` says so and None is returned: the failure being reported matters
+    more than its repro, so it is never replaced by an I/O error.
     """
     if isinstance(graph_module, torch.export.ExportedProgram):
         graph_module = graph_module.module()
         _drop_guards(graph_module)
     folder = pathlib.Path(directory) / safe_name(name)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "graph.py").write_text(graph_module.print_readable(print_output=False))
-    torch.save(_SavedGraphModule(graph_module), folder / "model.pt")
-    torch.save(tuple(inputs), folder / "inputs.pt")
-    (folder / "settings.json").write_text(json.dumps(settings_to_json(settings), indent=2) + "\n")
-    (folder / "failure.txt").write_text(failure if failure.endswith("\n") else failure + "\n")
-    (folder / "repro.py").write_text(_SCRIPT.format(backend=backend, failure=_first_line(failure)))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write(folder / "graph.py", graph_module.print_readable(print_output=False))
+        saved = _SavedGraphModule(graph_module)
+        atomic_write(folder / "model.pt", lambda file: torch.save(saved, file))
+        atomic_write(folder / "inputs.pt", lambda file: torch.save(tuple(inputs), file))
+        atomic_write(folder / "settings.json", json.dumps(settings_to_json(settings), indent=2) + "\n")
+        atomic_write(folder / "failure.txt", failure if failure.endswith("\n") else failure + "\n")
+        atomic_write(folder / "repro.py", _SCRIPT.format(backend=backend, failure=_first_line(failure)))
+    except OSError as error:
+        warnings.warn(
+            f"trtcheck: could not write the repro to {folder}: {error}. The check's result is unaffected; "
+            "point the report directory (--trtcheck-report, or verify(report_dir=...)) somewhere writable",
+            ReproWriteWarning,
+            stacklevel=2,
+        )
+        return None
     return folder
 
 

@@ -8,8 +8,9 @@ where each node runs and why, what differs, and where the standalone repro was w
 
 from __future__ import annotations
 
+import operator
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,16 +18,17 @@ from typing import Any
 import torch
 import torch.fx
 
-from trtcheck.compiler import CompileTimes, compile
-from trtcheck.engines import resolve_backend
-from trtcheck.errors import TrtcheckError
-from trtcheck.lowering import copy_graph_module
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+from trtcheck.compiler import CompileTimes, compile, convert
+from trtcheck.engines import describe_backend, resolve_backend
+from trtcheck.errors import InputDomainError, NondeterministicModelError, TrtcheckError
 from trtcheck.partitioning.decisions import Support
 from trtcheck.partitioning.partition import Partition
-from trtcheck.partitioning.partitioner import partition_graph
 from trtcheck.partitioning.segmentation import dependency_aware, merge_adjacent, naive
 from trtcheck.settings import Settings
 from trtcheck.shape_analysis import random_like
+from trtcheck.stitching import EngineModule, InputMismatchError, recorded_stride, restride
 from trtcheck.verification.equivalence import Comparison, compare
 from trtcheck.verification.invariants import Violation, check_invariants
 
@@ -43,6 +45,7 @@ class VerificationReport:
     comparisons: list[Comparison] = field(default_factory=list)
     compile_times: CompileTimes | None = None
     repro: Path | None = None
+    engine: str = ""  # which backend ran and why, with versions and device (describe_backend)
 
     @property
     def passed(self) -> bool:
@@ -53,6 +56,7 @@ class VerificationReport:
         lines = [
             f"trtcheck verification of {self.name}: {status}",
             f"  backend={self.backend} settings={self.settings}",
+            *(f"  {line}" for line in self.engine.splitlines()),
             f"  partition: {self.partition.summary()}",
         ]
         lines += [f"  fallback: {line}" for line in self.partition.fallbacks]
@@ -81,6 +85,9 @@ class VerificationError(TrtcheckError, AssertionError):
         self.report = report
 
 
+InputSet = Sequence[Any]
+
+
 def verify(
     model: torch.nn.Module,
     example_inputs: Sequence[Any],
@@ -90,6 +97,9 @@ def verify(
     atol: float | None = None,
     num_inputs: int = 3,
     *,
+    inputs: Sequence[InputSet] | None = None,
+    example_kwargs: Mapping[str, Any] | None = None,
+    allow_fallbacks: bool = False,
     support: Support = None,
     seed: int = 0,
     report_dir: str | os.PathLike | None = None,
@@ -97,28 +107,50 @@ def verify(
 ) -> VerificationReport:
     """Compile ``model`` and check it; raise ``VerificationError`` on any violation or mismatch.
 
-    The first input set is ``example_inputs``; the other ``num_inputs - 1`` are random, drawn like them
-    (floating-point tensors redrawn from a normal distribution seeded by ``seed``; integer and other
-    inputs kept, since their valid range is the model's). ``rtol``/``atol`` default to the output dtype's
-    tolerances (``equivalence.default_tolerances``). With ``report_dir``, a failure writes a standalone
-    repro there.
+    Input sets: ``example_inputs``, the same again (a second call of the compiled module must still be
+    right: state, caches), then ``inputs`` when given, else ``num_inputs - 1`` random sets drawn like the
+    examples (floating-point tensors redrawn from a normal distribution seeded by ``seed``; integer and
+    other inputs kept). A model whose inputs are constrained (positive-definite, in a range) passes its
+    own ``inputs``: eager failing on a generated set is an ``InputDomainError`` saying so.
+
+    Eager runs twice on the examples first: a model that disagrees with itself (dropout in training
+    mode, random ops) raises ``NondeterministicModelError`` naming its random ops, since comparing with
+    it cannot tell anything about the conversion. Non-Tensor inputs are varied too: the compiled module
+    must then match eager or refuse the call with ``InputMismatchError``, never answer for the example's
+    value. The model's parameters and buffers are compared before and after ``compile``, and restored
+    when ``verify`` returns.
+
+    A TensorRT segment that fell back to PyTorch (its conversion or engine build failed) is lost
+    coverage, so it fails verification unless ``allow_fallbacks``. ``rtol``/``atol`` default to the
+    output dtype's tolerances (``equivalence.default_tolerances``). With ``report_dir``, a failure writes a
+    standalone repro there.
     """
-    settings = settings if settings is not None else Settings()
+    settings = Settings.coerce(settings)
+    engine = describe_backend(backend)  # raises for an unknown backend, or an explicit one missing here
     backend = resolve_backend(backend)
     name = name or type(model).__name__
-    stitched = compile(model, example_inputs, settings, backend, support=support)
-    partition = stitched.partition
-    report = VerificationReport(name, settings, backend, partition, compile_times=stitched.compile_times)
-    report.violations = check_invariants(partition, support) + stitched_graph_violations(stitched)
-    report.violations += segmentation_violations(partition, support)
+    example_kwargs = dict(example_kwargs or {})
+    before = snapshot_state(model)
+    try:
+        stitched = compile(model, example_inputs, settings, backend, support=support, example_kwargs=example_kwargs)
+        partition = stitched.partition
+        report = VerificationReport(name, settings, backend, partition, compile_times=stitched.compile_times, engine=engine)
+        report.violations = check_invariants(partition, support) + stitched_graph_violations(stitched.graph_module)
+        report.violations += segmentation_violations(partition)
+        report.violations += state_violations(before, snapshot_state(model), "compile")
+        report.violations += determinism_violations(stitched, model, example_inputs, settings, support, example_kwargs)
+        if not allow_fallbacks:
+            report.violations += [Violation("fallback", f"{line} (pass allow_fallbacks=True to accept it)") for line in partition.fallbacks]
 
-    generator = torch.Generator().manual_seed(seed)
-    for index in range(num_inputs):
-        inputs = tuple(example_inputs) if index == 0 else random_like(tuple(example_inputs), generator)
-        with torch.no_grad():
-            expected = model(*inputs)
-            actual = stitched(*inputs)
-        report.comparisons.append(compare(expected, actual, rtol=rtol, atol=atol))
+        _check_eager_is_deterministic(model, example_inputs, example_kwargs, before, partition)
+        for index, input_set in enumerate(_input_sets(example_inputs, inputs, num_inputs, seed)):
+            expected = _run_eager(model, input_set, example_kwargs, index, generated=inputs is None and index >= 2)
+            with torch.no_grad():
+                actual = stitched(*_cloned(input_set), **_cloned(example_kwargs))
+            report.comparisons.append(compare(expected, actual, rtol=rtol, atol=atol))
+        report.violations += scalar_input_violations(model, stitched, example_inputs, example_kwargs, rtol, atol)
+    finally:
+        restore_state(model, before)
 
     if not report.passed:
         if report_dir is not None:
@@ -130,30 +162,174 @@ def verify(
     return report
 
 
+def _input_sets(example: Sequence[Any], given: Sequence[InputSet] | None, count: int, seed: int) -> list[tuple]:
+    """The example, the example again (a second call), then the given sets or ``count - 1`` random ones."""
+    if given is not None:
+        if isinstance(given, (str, bytes)) or not all(isinstance(s, (tuple, list)) for s in given):
+            raise InputDomainError(
+                "inputs must be a list of input sets, each a tuple of the model's positional inputs, like "
+                "example_inputs: write inputs=[(x1,), (x2,)]"
+            )
+        extra = [tuple(s) for s in given]
+    else:
+        generator = torch.Generator().manual_seed(seed)
+        extra = [random_like(tuple(example), generator) for _ in range(max(count - 1, 0))]
+    return [tuple(example), tuple(example), *extra]
+
+
+def _cloned(value: Any) -> Any:
+    """Copies of every Tensor in ``value``: a model that writes into its inputs must not change the next run's."""
+    return tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, value)
+
+
+def _run_eager(model: torch.nn.Module, input_set: tuple, kwargs: dict, index: int, generated: bool) -> Any:
+    try:
+        with torch.no_grad():
+            return model(*_cloned(input_set), **_cloned(kwargs))
+    except Exception as error:  # noqa: BLE001 - eager itself failing is the input set's fault, said plainly
+        origin = (
+            "which trtcheck generated by redrawing the floating-point example inputs from a normal distribution"
+            if generated
+            else "which was given"
+        )
+        raise InputDomainError(
+            f"eager {type(model).__name__} itself fails on input set {index}, {origin}: {type(error).__name__}: "
+            f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}\nFix: the model's inputs are "
+            "constrained; pass valid input sets with verify(..., inputs=[(x1, ...), (x2, ...)]) (the "
+            "trtcheck_verify fixture takes the same keyword)"
+        ) from error
+
+
+def _check_eager_is_deterministic(model, example_inputs, kwargs, state, partition: Partition) -> None:
+    """Run eager twice from the same state on the same inputs; raise when it disagrees with itself."""
+    first = _run_eager(model, tuple(example_inputs), kwargs, 0, generated=False)
+    restore_state(model, state)
+    second = _run_eager(model, tuple(example_inputs), kwargs, 0, generated=False)
+    restore_state(model, state)
+    comparison = compare(first, second, rtol=0.0, atol=0.0)
+    if comparison.passed:
+        return
+    random_ops = sorted({str(node.target) for node in partition.graph_module.graph.nodes if _is_random(node)})
+    ops = f"; its random ops: {', '.join(random_ops)}" if random_ops else ""
+    raise NondeterministicModelError(
+        f"{type(model).__name__} is nondeterministic: two identical eager calls from the same state gave different "
+        f"outputs{ops}. No comparison with eager can then test the conversion. Fix: call model.eval() (dropout), "
+        f"or remove the random ops (or seed them inside forward) before verifying.\n{comparison}"
+    )
+
+
+def _is_random(node: torch.fx.Node) -> bool:
+    target = node.target
+    return isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags
+
+
+def snapshot_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Copies of every parameter and buffer of ``model``, by name."""
+    with torch.no_grad():
+        return {name: tensor.detach().clone() for name, tensor in _state(model).items()}
+
+
+def restore_state(model: torch.nn.Module, snapshot: Mapping[str, torch.Tensor]) -> None:
+    """Write ``snapshot`` back into ``model``'s parameters and buffers (the same tensors, updated in place)."""
+    with torch.no_grad():
+        for name, tensor in _state(model).items():
+            if name in snapshot and tensor.shape == snapshot[name].shape:
+                tensor.copy_(snapshot[name])
+
+
+def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    state = dict(model.named_parameters(remove_duplicate=False))
+    state.update(model.named_buffers(remove_duplicate=False))
+    return state
+
+
+def state_violations(before: Mapping[str, torch.Tensor], after: Mapping[str, torch.Tensor], what: str) -> list[Violation]:
+    """The parameters and buffers ``what`` changed (compile must leave the user's model as it found it)."""
+    changed = [
+        name
+        for name in before.keys() | after.keys()
+        if name not in before or name not in after or not _same_tensor(before[name], after[name])
+    ]
+    return [Violation("model_state", f"{what} changed the model's {name}") for name in sorted(changed)]
+
+
+def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a, b) or (a.is_floating_point() and bool(((a == b) | (a.isnan() & b.isnan())).all()))
+
+
+def scalar_input_violations(model, stitched, example_inputs, example_kwargs, rtol, atol) -> list[Violation]:
+    """Each int/float input varied: the compiled module matches eager or refuses the call, never answers wrong."""
+    found: list[Violation] = []
+    leaves, spec = tree_flatten((tuple(example_inputs), dict(example_kwargs)))
+    names = stitched.signature.names
+    for index, value in enumerate(leaves):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        varied = list(leaves)
+        varied[index] = value * 2 + 3 if isinstance(value, int) else value * 2.5 + 1.0
+        args, kwargs = tree_unflatten(varied, spec)
+        state = snapshot_state(model)
+        try:
+            with torch.no_grad():
+                expected = model(*_cloned(args), **_cloned(kwargs))
+        except Exception:  # noqa: BLE001 - eager rejects the varied value: nothing to compare
+            continue
+        finally:
+            restore_state(model, state)
+        try:
+            with torch.no_grad():
+                actual = stitched(*_cloned(args), **_cloned(kwargs))
+        except InputMismatchError:
+            continue  # refusing a value it was not compiled for is sound
+        comparison = compare(expected, actual, rtol=rtol, atol=atol)
+        if not comparison.passed:
+            found.append(Violation("scalar_input", f"{names[index]}={varied[index]!r} (compiled with {value!r}): outputs differ from eager\n{comparison}"))
+    return found
+
+
 def stitched_graph_violations(stitched: torch.fx.GraphModule) -> list[Violation]:
-    """The stitched graph must be well formed: every value defined before use, every target present."""
+    """The stitched graph must be well formed, and engine outputs must carry the layout their users were traced on."""
     try:
         stitched.graph.lint()
     except Exception as error:  # noqa: BLE001 - lint raises RuntimeError today; any failure is a violation
         return [Violation("stitched_graph", f"{type(error).__name__}: {error}")]
-    return []
-
-
-def segmentation_violations(partition: Partition, support: Support = None) -> list[Violation]:
-    """Checks that need the partitioner again: dependency-aware beats naive, and partitioning is deterministic."""
-    found: list[Violation] = []
-    targets = {node: segment.target for segment in partition.segments for node in segment.nodes}
-    nodes = [node for node in partition.compute_nodes if node in targets]
-    if len(nodes) == len(targets):  # else a segment holds a non-compute node: "placement" already says so
-        aware, greedy = len(merge_adjacent(dependency_aware(nodes, targets))), len(merge_adjacent(naive(nodes, targets)))
-        if aware > greedy:
-            found.append(Violation("segment_count", f"dependency-aware made {aware} segments, naive {greedy}, for the same targets"))
-    if not partition.fallbacks:  # a conversion fallback changes segments after partitioning, by design
-        again = partition_graph(copy_graph_module(partition.graph_module), partition.settings, support)
-        if _layout(again) != _layout(partition):
-            found.append(Violation("determinism", "partitioning the same graph again gave different segments"))
+    found = []
+    engines = {node for node in stitched.graph.nodes if node.op == "call_module" and isinstance(stitched.get_submodule(node.target), EngineModule)}
+    for node in stitched.graph.nodes:
+        if node.op == "call_function" and node.target is operator.getitem and node.args[0] in engines:
+            stride = recorded_stride(node)
+            bare = [user.name for user in node.users if not (user.op == "call_function" and user.target is restride)]
+            if stride is not None and bare:
+                found.append(Violation(
+                    "layout",
+                    f"{node.name} leaves engine {node.args[0].target} contiguous, but export recorded strides {stride} "
+                    f"for it and {', '.join(bare)} read it as it is",
+                ))
     return found
 
 
-def _layout(partition: Partition) -> list[tuple[str, list[str]]]:
-    return [(segment.target.value, [node.name for node in segment.nodes]) for segment in partition.segments]
+def segmentation_violations(partition: Partition) -> list[Violation]:
+    """Dependency-aware segmentation must never make more segments than naive for the same targets."""
+    targets = {node: segment.target for segment in partition.segments for node in segment.nodes}
+    nodes = [node for node in partition.compute_nodes if node in targets]
+    if len(nodes) != len(targets):  # a segment holds a non-compute node: "placement" already says so
+        return []
+    aware, greedy = len(merge_adjacent(dependency_aware(nodes, targets))), len(merge_adjacent(naive(nodes, targets)))
+    if aware > greedy:
+        return [Violation("segment_count", f"dependency-aware made {aware} segments, naive {greedy}, for the same targets")]
+    return []
+
+
+def determinism_violations(stitched, model, example_inputs, settings, support, example_kwargs) -> list[Violation]:
+    """Partition and convert the model again from scratch: the same segments, byte-identical ONNX."""
+    first = stitched.conversion
+    again = convert(model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=False)
+    if first.layout != again.layout:
+        return [Violation("determinism", "partitioning the same model again from scratch gave different segments")]
+    return [
+        Violation("determinism", f"segment @{index}: converting it again from scratch gave different ONNX bytes")
+        for index in sorted(first.onnx_models.keys() | again.onnx_models.keys())
+        if first.onnx_models.get(index) != again.onnx_models.get(index)
+    ]

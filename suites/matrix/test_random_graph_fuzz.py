@@ -1,0 +1,123 @@
+"""Fuzzing: random core-ATen graphs, in random dtypes, under random presets; shrunk to a minimal failure.
+
+Unlike ``test_random_graph_matrix.py`` (every selected preset, float32, ``--trtcheck-examples`` graphs
+each), hypothesis draws the preset and the dtype with the graph, and the number of examples follows the
+hypothesis profile (``HYPOTHESIS_PROFILE``, see conftest.py): ``ci`` (the default) runs ``CI_EXAMPLES`` so
+that the matrix stays fast, ``nightly`` its 2,000, any other profile its own ``max_examples``::
+
+    HYPOTHESIS_PROFILE=nightly pytest --trtcheck -p no:xdist suites/matrix/test_random_graph_fuzz.py -x -q
+
+A graph passes when ``verify`` finds no invariant violation and no mismatch with eager on two input sets,
+and no TensorRT segment fell back to PyTorch because its conversion or engine build failed (a random graph
+holds only ops that have converters in every dtype the converters accept, so a fallback is a bug). Under
+``full_compilation`` it passes with one engine, or with a ``PartitionError`` naming a node that stops it.
+Bugs found here get a plain regression test in ``test_fuzz_regressions.py``.
+
+Tolerances: float32 and int64 graphs are held to ``verify``'s defaults. A float16 (or bfloat16) graph's
+``atol`` is the default plus ``REFERENCE_FACTOR`` times eager's own largest error against the exact result
+(the graph run in float64, ``strategies.float64_outputs``): verify's float16 default (1e-3, one unit in the
+last place) cannot hold a chain of up to 15 ops each rounded to 11 bits, where one engine's last-bit
+difference in a convolution is multiplied by the products and subtractions that follow. Measured on 120
+float16 graphs (onnxruntime 1.32): 13 failed the default tolerance, and in every one of them the stitched
+result was at most 1.3 times as far from the exact one as eager was. The bound says "stitched is as accurate
+as eager, within a factor": a wrong converter errs by the magnitude of the values and still fails.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+
+import pytest
+import torch
+from hypothesis import HealthCheck, event, given, note, settings
+from hypothesis import strategies as st
+
+import trtcheck
+from matrix_checks import check_model
+from trtcheck.engines import resolve_backend
+from trtcheck.presets import PRESETS
+from trtcheck.shape_analysis import random_like
+from trtcheck.strategies import DTYPES, aten_graphs, float64_outputs
+from trtcheck.verification import default_tolerances
+
+pytestmark = pytest.mark.trtcheck
+
+CI_EXAMPLES = 20
+NUM_INPUTS = 2
+REFERENCE_FACTOR = 5  # |stitched - eager| <= |stitched - exact| + |eager - exact|: 4x eager's error, plus its own
+REFERENCE_DTYPES = frozenset({torch.float16, torch.bfloat16})
+
+# Presets that apply to a model without a fallback submodule (all but torch_module).
+MODEL_FREE_PRESETS = [preset for preset in PRESETS.values() if preset.settings_for(None) is not None]
+
+
+def fuzz_examples() -> int:
+    """The active hypothesis profile's ``max_examples``, at most ``CI_EXAMPLES`` under ``ci``."""
+    examples = settings.default.max_examples
+    return min(examples, CI_EXAMPLES) if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci" else examples
+
+
+def fuzz_dtypes(backend: str) -> tuple[torch.dtype, ...]:
+    """Every graph dtype, except bfloat16 on ONNX Runtime: its CPU kernels have none for Relu, Add, Mul,
+    MatMul, ReduceSum, ArgMax, ... (measured with onnxruntime 1.32), so every bfloat16 engine build would
+    fail and fall back to PyTorch there. TensorRT runs them all."""
+    return DTYPES if backend == "tensorrt" else tuple(d for d in DTYPES if d != torch.bfloat16)
+
+
+def reference_atol(graph, seed: int, num_inputs: int = NUM_INPUTS) -> float | None:
+    """``atol`` for a float16/bfloat16 graph (None, verify's default, for the others): the default plus
+    ``REFERENCE_FACTOR`` times eager's largest error against the float64 result, on the input sets ``verify``
+    draws (the example inputs, then ``random_like`` seeded by ``seed``, as verify documents)."""
+    if graph.dtype not in REFERENCE_DTYPES:
+        return None
+    generator = torch.Generator().manual_seed(seed)
+    worst = 0.0
+    for index in range(num_inputs):
+        inputs = tuple(graph.example_inputs) if index == 0 else random_like(tuple(graph.example_inputs), generator)
+        with torch.no_grad():
+            eager = graph.graph_module(*inputs)
+        for value, exact in zip(eager, float64_outputs(graph.graph_module, inputs)):
+            if value.is_floating_point():
+                finite = value.isfinite() & exact.isfinite()
+                worst = max(worst, float((value.double() - exact).abs().where(finite, 0).max()))
+    return default_tolerances(graph.dtype)[1] + REFERENCE_FACTOR * worst
+
+
+def test_random_graph_fuzz(trtcheck_config, request):
+    backend = resolve_backend(trtcheck_config.backend)
+    counts: Counter = Counter()
+
+    def verify(model, inputs, *, preset, **options):
+        report = trtcheck.verify(
+            model, inputs, settings=preset.settings_for(None), backend=backend, seed=trtcheck_config.seed,
+            report_dir=trtcheck_config.report_dir, name=f"{request.node.name}-{preset.name}", **options,
+        )
+        assert not report.partition.fallbacks, f"a TensorRT segment fell back to PyTorch:\n{report}"
+        return report
+
+    @settings(max_examples=fuzz_examples(), deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(graph=aten_graphs(max_nodes=15, dtypes=fuzz_dtypes(backend), seeds=st.integers(0, 2**16)),
+           preset=st.sampled_from(MODEL_FREE_PRESETS))
+    def check(graph, preset):
+        note(f"preset {preset.name}: {preset.settings_for(None)}")
+        event(f"preset {preset.name}")  # --hypothesis-show-statistics counts these
+        event(f"dtype {graph.dtype}")
+        counts[preset.name, str(graph.dtype).removeprefix("torch.")] += 1
+        atol = reference_atol(graph, trtcheck_config.seed)
+        if atol is not None:
+            note(f"atol {atol:.3g} (float64 reference)")
+        run = lambda model, inputs, **options: verify(model, inputs, preset=preset, **options)  # noqa: E731
+        check_model(graph.graph_module, graph.example_inputs, preset.settings_for(None), run,
+                    num_inputs=NUM_INPUTS, atol=atol)
+
+    start = time.perf_counter()
+    check()
+    by_preset, by_dtype = Counter(), Counter()
+    for (preset, dtype), count in counts.items():
+        by_preset[preset] += count
+        by_dtype[dtype] += count
+    print(f"\nfuzz: {sum(counts.values())} graphs in {time.perf_counter() - start:.0f} s on {backend}; "
+          f"presets {dict(sorted(by_preset.items()))}; dtypes {dict(sorted(by_dtype.items()))}")
