@@ -1,20 +1,52 @@
 """Repository-wide pytest configuration: hypothesis profiles sized for a 2-core machine.
 
-``ci`` (the default) keeps property tests fast; ``nightly`` is for scheduled runs
-(``HYPOTHESIS_PROFILE=nightly pytest``).
+``ci`` (the default) keeps property tests fast; ``nightly`` is for scheduled runs, ``dev`` for a quick
+local loop. Choose one with hypothesis's own option, ``pytest --hypothesis-profile nightly``, or with the
+environment variable, ``HYPOTHESIS_PROFILE=nightly pytest``; the option wins when both are given.
 """
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis.errors import InvalidArgument
 
 pytest_plugins = ["pytester"]  # the plugin's own tests (suites/harness) run downstream suites with it
 
-settings.register_profile(
-    "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
-)
-settings.register_profile(
-    "nightly", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
-settings.register_profile("dev", max_examples=20, deadline=None)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+PROFILE_VARIABLE = "HYPOTHESIS_PROFILE"
+DEFAULT_PROFILE = "ci"
+PROFILES = {
+    "ci": settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True),
+    "nightly": settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]),
+    "dev": settings(max_examples=20, deadline=None),
+}
+for _name, _profile in PROFILES.items():
+    settings.register_profile(_name, _profile)
+
+
+def load_profile(name: str, source: str) -> None:
+    """Load a registered profile; a usage error naming ``source`` and the known profiles otherwise."""
+    try:
+        settings.load_profile(name)
+    except InvalidArgument:
+        raise pytest.UsageError(
+            f"{source} names hypothesis profile {name!r}, which is not registered; known: {', '.join(PROFILES)}"
+        ) from None
+
+
+# At import, before any test module is collected: the environment variable, or the default.
+_from_environment = os.environ.get(PROFILE_VARIABLE)
+load_profile(_from_environment or DEFAULT_PROFILE, f"{PROFILE_VARIABLE}={_from_environment}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """``--hypothesis-profile NAME`` wins over the environment variable, in whatever order things load.
+
+    hypothesis's own plugin loads the option's profile in its ``pytest_configure``, but nothing stops a
+    conftest imported after that hook from loading another one. This hook runs first and loads it too;
+    hypothesis's plugin then applies ``--hypothesis-verbosity`` and friends on top of it, as usual.
+    """
+    name = config.getoption("--hypothesis-profile", default=None)
+    if name:
+        load_profile(name, "--hypothesis-profile")

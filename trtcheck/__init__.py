@@ -14,6 +14,7 @@ from trtcheck.errors import (
 )
 from trtcheck.lowering import lower
 from trtcheck.partitioning import Partition, Reason, ReasonKind, Segment, Target, partition
+from trtcheck.profiling import Profile, profile
 from trtcheck.settings import Settings
 from trtcheck.stitching import CompiledModule, InputMismatchError
 from trtcheck.verification import VerificationError, VerificationReport, Violation, check_invariants, verify
@@ -32,6 +33,7 @@ __all__ = [
     "LoweringError",
     "Partition",
     "PartitionError",
+    "Profile",
     "Reason",
     "ReasonKind",
     "Segment",
@@ -46,5 +48,6 @@ __all__ = [
     "verify",
     "lower",
     "partition",
+    "profile",
 ]
 __version__ = "0.1.0"

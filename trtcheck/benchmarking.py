@@ -73,8 +73,15 @@ def extra_info(
     stitched: torch.fx.GraphModule | None,
     equivalence: dict[str, Any] | None = None,
     denormals_flushed: bool = False,
+    profile: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``extra_info`` of one benchmark; ``stitched`` also describes the eager variant of its group."""
+    """The ``extra_info`` of one benchmark; ``stitched`` also describes the eager variant of its group.
+
+    ``profile`` is where a stitched call spends its time, ``trtcheck.profile(stitched, inputs).to_dict()``:
+    ``total_s``, ``engine_s``, ``torch_s``, ``boundary_s`` (seconds per call), ``boundaries``,
+    ``per_boundary_s`` and ``segments``. Recorded under ``"profile"`` when given (the stitched variant);
+    files written before it existed have no such key, and the report shows ``n/a`` for them.
+    """
     info: dict[str, Any] = {
         "trtcheck_schema": SCHEMA_VERSION,
         "model": model,
@@ -95,4 +102,6 @@ def extra_info(
         )
     if equivalence is not None:
         info["equivalence"] = equivalence
+    if profile is not None:
+        info["profile"] = dict(profile)
     return info

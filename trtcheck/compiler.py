@@ -93,18 +93,21 @@ def convert(
     example_kwargs: Mapping[str, Any] | None = None,
     check_shapes: bool = True,
     clock: _Clock | None = None,
+    lowered: torch.fx.GraphModule | None = None,
 ) -> Conversion:
     """Lower, partition, analyse shapes and convert each TensorRT segment to ONNX; build no engine.
 
     The model is never changed: aliased example inputs are copied before export (a graph traced on
     ``(x, x)`` would ignore one input), and buffers the graph writes into get their own copies.
+    ``lowered`` is ``lower(model, example_inputs)`` made earlier (see ``LoweringCache``): it is copied,
+    never changed, so one lowering serves every setting a model is compiled with.
     """
     settings = Settings.coerce(settings)
     clock = clock or _Clock()
     args, kwargs = independent_inputs(example_inputs, example_kwargs)
-    gm = clock.run("lowering", lower, model, args, kwargs)
+    gm = lowered if lowered is not None else clock.run("lowering", lower, model, args, kwargs)
     forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph, model)
-    if gm is model:  # compile never rewrites the caller's own GraphModule, nor its buffers
+    if gm is model or gm is lowered:  # compile never rewrites the caller's own GraphModule, nor its buffers
         gm = copy_graph_module(gm)
     own_mutable_state(gm)
     partition = clock.run("partitioning", partition_graph, gm, settings, support, forced_modules=forced_modules)
@@ -131,19 +134,21 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
     strict: bool = False,
     check_shapes: bool = True,
     example_kwargs: Mapping[str, Any] | None = None,
+    lowered: torch.fx.GraphModule | None = None,
 ) -> CompiledModule:
     """Partition ``model``, build one engine per TensorRT segment, and stitch them with the Torch segments.
 
     Returns a ``CompiledModule`` called like ``model`` (same inputs, same output structure), with
     ``.partition`` (the ``Partition``, including fallbacks), ``.compile_times`` (``CompileTimes``),
     ``.engines`` and ``.graph_module`` (the stitched graph). A TensorRT segment that fails to convert or
-    build runs in PyTorch (``partition.fallbacks`` says why) unless ``strict``.
+    build runs in PyTorch (``partition.fallbacks`` says why) unless ``strict``. ``lowered``: see ``convert``.
     """
     settings = Settings.coerce(settings)
     backend = resolve_backend(backend)  # an explicit backend missing here fails now, before any work
     clock = _Clock()
     conversion = convert(
-        model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=check_shapes, clock=clock
+        model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=check_shapes, clock=clock,
+        lowered=lowered,
     )
     partition, gm = conversion.partition, conversion.graph_module
     engines: dict[int, Engine] = {}

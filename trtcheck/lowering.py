@@ -9,6 +9,7 @@ already ATen is taken as it is, and only its missing metadata is filled in.
 from __future__ import annotations
 
 import operator
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -203,3 +204,59 @@ def _reuse_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -
                 f"{error}\nFix: pass example inputs whose shapes and dtypes the graph accepts"
             ) from error
     return gm
+
+
+LOWERING_SECONDS = "trtcheck_lowering_s"  # GraphModule.meta key: how long LoweringCache took to lower it
+
+
+class LoweringCache:
+    """One lowering per model, shared by every setting the model is compiled and verified with.
+
+    ``torch.export`` and the core-ATen decompositions are most of the time ``compile`` takes, and they do
+    not depend on the settings: the verification matrix lowers each zoo model once (per process) and
+    partitions every preset from a copy (``compile(..., lowered=...)``). The first request for a key
+    lowers two fresh builds of the model and requires the same graph and the same constants: lowering's
+    determinism from scratch, checked once per model instead of once per setting.
+    """
+
+    def __init__(self) -> None:
+        self._graphs: dict[str, torch.fx.GraphModule] = {}
+
+    def get(self, key: str, build: Any) -> torch.fx.GraphModule:
+        """The lowered graph of ``build()`` (a callable returning ``(model, example_inputs)``), lowered once."""
+        if key not in self._graphs:
+            start = time.perf_counter()
+            first = _lower_fresh(build)
+            first.meta[LOWERING_SECONDS] = time.perf_counter() - start
+            second = _lower_fresh(build)
+            difference = _graph_difference(first, second)
+            if difference:
+                raise LoweringError(
+                    f"lowering {key} twice from scratch gave different graphs ({difference}): torch.export or a "
+                    "decomposition is not deterministic for this model, so no partition of it can be reproduced"
+                )
+            self._graphs[key] = first
+        return self._graphs[key]
+
+    def __len__(self) -> int:
+        return len(self._graphs)
+
+
+def _lower_fresh(build: Any) -> torch.fx.GraphModule:
+    model, example_inputs = build()
+    args, kwargs = independent_inputs(example_inputs)
+    return lower(model, args, kwargs)
+
+
+def _graph_difference(a: torch.fx.GraphModule, b: torch.fx.GraphModule) -> str:
+    """'' when ``a`` and ``b`` are the same graph with the same constants, else what differs first."""
+    if a.code != b.code:
+        return "generated code differs"
+    for node_a, node_b in zip(a.graph.nodes, b.graph.nodes):
+        if node_a.op == "get_attr":
+            value_a, value_b = operator.attrgetter(node_a.target)(a), operator.attrgetter(node_b.target)(b)
+            if isinstance(value_a, torch.Tensor) and not (
+                isinstance(value_b, torch.Tensor) and value_a.shape == value_b.shape and torch.equal(value_a, value_b)
+            ):
+                return f"constant {node_a.target} differs"
+    return ""

@@ -23,7 +23,10 @@ from typing import Any
 import pytest
 
 MARKER = "trtcheck"
-FIXTURES = frozenset({"trtcheck_settings", "trtcheck_compile", "trtcheck_verify", "trtcheck_model", "trtcheck_preset", "trtcheck_model_entry"})
+FIXTURES = frozenset({
+    "trtcheck_settings", "trtcheck_compile", "trtcheck_verify", "trtcheck_model", "trtcheck_preset", "trtcheck_model_entry",
+    "trtcheck_lowered",
+})
 
 # option name -> (ini default, type, help); every option is also an ini setting (trtcheck_backend, ...).
 OPTIONS: dict[str, tuple[str, Callable[[str], Any], str]] = {
@@ -201,6 +204,21 @@ def trtcheck_config(request: pytest.FixtureRequest) -> HarnessConfig:
 def trtcheck_model(trtcheck_model_entry: Any) -> tuple[Any, tuple]:
     """A freshly built zoo model and its example inputs (parametrized over ``--trtcheck-models``)."""
     return trtcheck_model_entry.build()
+
+
+@pytest.fixture(scope="session")
+def _trtcheck_lowering_cache() -> Any:
+    from trtcheck.lowering import LoweringCache
+
+    return LoweringCache()
+
+
+@pytest.fixture
+def trtcheck_lowered(trtcheck_model_entry: Any, _trtcheck_lowering_cache: Any) -> Any:
+    """The zoo model's lowered graph, made once per process (per xdist worker) and shared by every preset:
+    pass it as ``lowered=`` to ``trtcheck_verify`` / ``trtcheck_compile``. Lowering is most of compile time
+    and does not depend on the settings; its own determinism is checked when it is first made."""
+    return _trtcheck_lowering_cache.get(trtcheck_model_entry.name, trtcheck_model_entry.build)
 
 
 @pytest.fixture

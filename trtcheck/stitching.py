@@ -57,6 +57,11 @@ class EngineModule(torch.nn.Module):
         return f"backend={self.engine.backend}, segment=@{self.segment_index}, inputs=({inputs}), outputs={len(self.engine.outputs)}"
 
 
+SEGMENT_META = "trtcheck_segment"
+"""``node.meta`` key of every stitched node that runs a segment (an engine call, its ``getitem``s and
+``restride``s, a Torch segment's copied nodes): the index of that segment (``trtcheck.profile`` reads it)."""
+
+
 def stitch(partition: Partition, engines: Mapping[int, Engine]) -> torch.fx.GraphModule:
     """Build the stitched module; ``engines`` maps the index of every TensorRT segment to its engine."""
     source = partition.graph_module
@@ -77,10 +82,11 @@ def stitch(partition: Partition, engines: Mapping[int, Engine]) -> torch.fx.Grap
         if segment.target is Target.TENSORRT:
             name = f"trt_engine_{index}"
             attributes[name] = EngineModule(engines[index], index)
-            _call_engine(graph, name, segment, env, lookup)
+            _call_engine(graph, name, segment, env, lookup, index)
         else:
             for node in segment.nodes:
                 env[node] = graph.node_copy(node, lookup)
+                env[node].meta[SEGMENT_META] = index
     output = next(node for node in reversed(source.graph.nodes) if node.op == "output")
     graph.node_copy(output, lookup)
     graph._codegen = copy.deepcopy(source.graph._codegen)
@@ -90,15 +96,16 @@ def stitch(partition: Partition, engines: Mapping[int, Engine]) -> torch.fx.Grap
     return stitched
 
 
-def _call_engine(graph: torch.fx.Graph, name: str, segment: Segment, env: dict, lookup) -> None:
+def _call_engine(graph: torch.fx.Graph, name: str, segment: Segment, env: dict, lookup, index: int) -> None:
     call = graph.call_module(name, tuple(lookup(value) for value in segment.inputs))
+    call.meta[SEGMENT_META] = index
     for position, value in enumerate(segment.outputs):
         item = graph.call_function(operator.getitem, (call, position))
-        item.meta = dict(value.meta)
+        item.meta = {**value.meta, SEGMENT_META: index}
         stride = recorded_stride(value)
         if stride is not None:  # the consumers were traced with this layout (views depend on it)
             item = graph.call_function(restride, (item, stride))
-            item.meta = dict(value.meta)
+            item.meta = {**value.meta, SEGMENT_META: index}
         env[value] = item
 
 
@@ -131,7 +138,7 @@ def restride(tensor: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class _TensorLeaf:
-    shape: tuple[int, ...]
+    shape: torch.Size
     dtype: torch.dtype
     device: torch.device
     stride: tuple[int, ...] | None  # the layout the graph was traced on; None when any layout will do
@@ -154,9 +161,11 @@ class InputSignature:
 
     def __init__(self, args: Sequence[Any], kwargs: Mapping[str, Any], names: Sequence[str]) -> None:
         leaves, self.spec = tree_flatten((tuple(args), dict(kwargs)))
+        # The common call, positional leaves only, is checked without flattening (the hot path of every call).
+        self._flat = not kwargs and len(leaves) == len(args)
         self.names = tuple(names)
         self.leaves = tuple(
-            _TensorLeaf(tuple(x.shape), x.dtype, x.device, _layout(x)) if isinstance(x, torch.Tensor) else _ValueLeaf(x)
+            _TensorLeaf(x.shape, x.dtype, x.device, _layout(x)) if isinstance(x, torch.Tensor) else _ValueLeaf(x)
             for x in leaves
         )
 
@@ -170,7 +179,10 @@ class InputSignature:
 
     def check(self, args: tuple, kwargs: dict) -> list[Any] | None:
         """``InputMismatchError`` on a mismatch; the flat inputs when one needed the example's layout, else None."""
-        leaves, spec = tree_flatten((args, kwargs))
+        if self._flat and not kwargs and len(args) == len(self.leaves):
+            leaves, spec = list(args), self.spec
+        else:
+            leaves, spec = tree_flatten((args, kwargs))
         restrided = False
         if spec != self.spec:
             raise InputMismatchError(

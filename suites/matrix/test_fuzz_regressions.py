@@ -101,9 +101,7 @@ def test_bfloat16_transposed_convolution_converts():
     assert report.partition.fallbacks == [] and report.passed
 
 
-# ---- bug 2 (NOT fixed, verification/repro.py): a repro of a graph with a memory_format argument -------
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="repro.py: torch.save cannot pickle torch.contiguous_format ('cannot pickle module')")
+# ---- bug 2 (fixed, verification/repro.py): a repro of a graph with a memory_format argument -----------
 def test_repro_of_a_graph_with_a_memory_format_argument(tmp_path):
     """Core ATen writes ``clone(x, memory_format=torch.contiguous_format)`` for every reshape of a
     non-contiguous value; ``write_repro`` raised ``TypeError: cannot pickle 'module' object`` on it, so a
@@ -114,6 +112,19 @@ def test_repro_of_a_graph_with_a_memory_format_argument(tmp_path):
     folder = write_repro(tmp_path, graph.graph_module, graph.example_inputs, trtcheck.Settings(), BACKEND, "failure")
     loaded = torch.load(folder / "model.pt", weights_only=False)
     assert torch.equal(loaded(*graph.example_inputs)[0], graph.graph_module(*graph.example_inputs)[0])
+
+
+def test_failing_verify_of_a_graph_with_a_memory_format_argument_reports_the_failure(tmp_path):
+    """How users meet bug 2: a wrong result (here a deliberately wrong relu converter) in a graph with a
+    reshape made ``verify(..., report_dir=...)`` raise ``TypeError`` instead of ``VerificationError``."""
+    from trtcheck import converters
+
+    graph = build_graph([Step("reshape"), Step("relu")])
+    with converters.Snapshot():
+        converters.register(A.relu.default, override=True)(lambda ctx, node: ctx.add("Neg", [ctx.name(node.args[0])]))
+        with pytest.raises(trtcheck.VerificationError):
+            trtcheck.verify(graph.graph_module, graph.example_inputs, trtcheck.Settings(min_block_size=1),
+                            backend=BACKEND, report_dir=tmp_path)
 
 
 # ---- the float16 tolerance policy of the fuzzer (not a trtcheck bug) -------------------------------

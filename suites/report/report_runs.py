@@ -53,6 +53,7 @@ import trtcheck
 import trtcheck.converters as converters
 from trtcheck.benchmarking import extra_info
 from trtcheck.presets import PRESETS
+from trtcheck.profiling import profile
 
 CASES = [("seed_lgamma", "min_block_size_1"), ("seed_lgamma", "torch_add"), ("residual_unsupported", "min_block_size_1")]
 SLOW_MODEL, _, SLOWDOWN = os.environ.get("TRTCHECK_REPORT_SLOWDOWN", "=0").partition("=")
@@ -86,14 +87,18 @@ def compiled(request):
     difference = (expected - actual).abs().max().item()
     cosine = torch.nn.functional.cosine_similarity(expected.flatten(), actual.flatten(), dim=0).item()
     equivalence = {"passed": difference < 1e-4, "max_abs": difference, "cosine": cosine}
-    return name, preset, model, inputs, stitched, equivalence
+    timed = profile(stitched, inputs).to_dict()  # where a stitched call's time goes (not slowed by SLOWDOWN)
+    return name, preset, model, inputs, stitched, equivalence, timed
 
 
 @pytest.mark.parametrize("variant", ["eager", "stitched"])
 def test_model(benchmark, compiled, variant):
-    name, preset, model, inputs, stitched, equivalence = compiled
+    name, preset, model, inputs, stitched, equivalence, timed = compiled
     benchmark.group = f"{name}-{preset}"
-    benchmark.extra_info.update(extra_info(name, preset, variant, "onnxruntime", stitched, equivalence, denormals_flushed=True))
+    benchmark.extra_info.update(extra_info(
+        name, preset, variant, "onnxruntime", stitched, equivalence, denormals_flushed=True,
+        profile=timed if variant == "stitched" else None,
+    ))
 
     def stitched_call():
         if name == SLOW_MODEL:

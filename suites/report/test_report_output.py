@@ -1,4 +1,4 @@
-"""The written report: Markdown and a self-contained HTML page, with the table and the four plots."""
+"""The written report: Markdown and a self-contained HTML page, with the table and the five plots."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from report_runs import SLOW_MODEL
 from trtcheck.report import load_runs, write_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-PLOTS = ("speedup", "latency_history", "compile_times", "segments")
+PLOTS = ("speedup", "latency_history", "compile_times", "segments", "time_breakdown")
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def test_the_report_files_and_plots_are_written(written, tmp_path):
 def test_html_is_self_contained(written):
     page = written.html.read_text()
     sources = re.findall(r'src="([^"]*)"', page)
-    assert len(sources) == 4 and all(s.startswith("data:image/png;base64,") for s in sources)
+    assert len(sources) == len(PLOTS) and all(s.startswith("data:image/png;base64,") for s in sources)
     for source in sources:
         assert base64.b64decode(source.split(",", 1)[1]).startswith(PNG_SIGNATURE)
     assert not re.search(r"<link|<script|href=|url\(", page)  # no stylesheet, script, link or CSS import
@@ -43,7 +43,7 @@ def test_html_is_self_contained(written):
 def test_html_has_the_summary_table_with_every_group_and_the_regressions_first(written):
     page = written.html.read_text()
     table = page[page.index("<table>"):page.index("</table>")]
-    for column in ("eager ms", "stitched ms", "speedup", "segments (TRT/Torch)", "boundaries", "compile s", "equivalence", "regression"):
+    for column in ("eager ms", "stitched ms", "speedup", "segments (TRT/Torch)", "boundaries", "boundary overhead µs", "compile s", "equivalence", "regression"):
         assert f"<th>{column}</th>" in table
     for group in written.summary.latest.groups:
         assert f"<td>{group.model}</td><td>{group.preset}</td>" in table
@@ -60,7 +60,7 @@ def test_markdown_leads_with_regressions_then_the_table(written):
     assert f"**{SLOW_MODEL}/min_block_size_1: stitched median" in text
     rows = [line for line in text[table:].splitlines()[2:] if line.startswith("|")]
     first_row = rows[: len(written.summary.latest.groups)]
-    assert all(line.count("|") == 11 for line in first_row)
+    assert all(line.count("|") == 12 for line in first_row)
     assert sum("REGRESSED" in line for line in first_row) == len(written.regressions)
     for plot in PLOTS:
         assert f"({plot}.png)" in text

@@ -186,3 +186,21 @@ def test_exported_program_is_stored_as_its_module(tmp_path):
 )
 def test_names_are_made_safe_for_the_filesystem(name, folder):
     assert safe_name(name) == folder
+
+
+def test_a_class_name_setting_is_saved_as_the_paths_it_forced(tmp_path):
+    """``torch_executed_modules=["ModuleList"]`` resolves through the model's module tree, which a saved
+    graph no longer has: the repro saves the paths it forced, so it partitions the same way on its own."""
+    import models
+
+    model, inputs = models.get("module_list_blocks").build()
+    settings = trtcheck.Settings(min_block_size=1, torch_executed_modules=["ModuleList"])
+    original = trtcheck.partition(model, inputs, settings)
+    folder = write_repro(tmp_path, original.graph_module, inputs, settings, "onnxruntime", "failure", name="classes")
+    saved = json.loads((folder / "settings.json").read_text())
+    assert saved["torch_executed_modules"] == ["blocks"]
+    loaded = torch.load(folder / "model.pt", weights_only=False)
+    again = trtcheck.partition(loaded, inputs, trtcheck.Settings(**saved))
+    assert [(s.target, [n.name for n in s.nodes]) for s in again.segments] == [
+        (s.target, [n.name for n in s.nodes]) for s in original.segments
+    ]

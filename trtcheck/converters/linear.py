@@ -7,7 +7,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
-from trtcheck.converters._common import FLOAT, all_ints, arg, aten, cast, converter, out_dtype
+from trtcheck.converters._common import (
+    FLOAT,
+    all_ints,
+    arg,
+    aten,
+    cast,
+    converter,
+    out_dtype,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - the context imports the registry, not vice versa
     from trtcheck.conversion import ConversionContext

@@ -9,6 +9,8 @@ straight into torch tensors allocated beforehand from the (static) output specs.
 from __future__ import annotations
 
 import math
+import os
+import time
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -25,15 +27,55 @@ from trtcheck.engines.base import (
     register_backend,
 )
 
-__all__ = ["OnnxRuntimeEngine"]
+__all__ = ["OnnxRuntimeEngine", "SPIN_POLICIES", "session_options"]
 
 _CPU = torch.device("cpu")
 _CUDA_EP = "CUDAExecutionProvider"
+_GLOBAL_POOLS = False  # set once a session was refused because this process uses ONNX Runtime's global pools
 
 
 def _cuda_ep_usable() -> bool:
     """True when ONNX Runtime was built with CUDA *and* torch sees a GPU to allocate outputs on."""
     return _CUDA_EP in ort.get_available_providers() and torch.cuda.is_available()
+
+
+SPIN_POLICIES = ("stop_after_run", "never", "always")
+"""How a session's worker threads wait for work: ``never`` (the default: ``session.intra_op.allow_spinning``
+and ``session.inter_op.allow_spinning`` "0", workers block), ``stop_after_run`` (spin while a run is in
+progress, block once it returns: ``session.force_spinning_stop`` "1") or ``always`` (ONNX Runtime's own
+default: idle workers keep spinning after a run, which made many-segment models 5-10x slower)."""
+
+
+def session_options(threads: int | None = None, spin: str = "never") -> ort.SessionOptions:
+    """The ``SessionOptions`` every ``OnnxRuntimeEngine`` gets unless it is given its own.
+
+    ``threads`` (intra-op) defaults to ``torch.get_num_threads()`` capped at the cores this process may use;
+    ``spin`` is one of ``SPIN_POLICIES``. Each session keeps its own thread pool (ONNX Runtime's global pools
+    must be configured before the first session of the process, and their spinning cannot be turned off
+    from Python), one inter-op thread, and all graph optimizations.
+    """
+    if spin not in SPIN_POLICIES:
+        raise ValueError(f"spin must be one of {', '.join(SPIN_POLICIES)}, got {spin!r}")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = default_threads() if threads is None else max(1, int(threads))
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3  # warnings about unused initializers etc. are noise here
+    if spin == "stop_after_run":
+        options.add_session_config_entry("session.force_spinning_stop", "1")
+    elif spin == "never":
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    return options
+
+
+def default_threads() -> int:
+    """Intra-op threads of an engine: PyTorch's intra-op thread count, never more than the usable cores."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(torch.get_num_threads(), cores))
 
 
 def _has_data(spec: TensorSpec) -> bool:
@@ -44,28 +86,83 @@ def _has_data(spec: TensorSpec) -> bool:
 class OnnxRuntimeEngine(Engine):
     """Runs one segment's ONNX model in an ``onnxruntime.InferenceSession``.
 
-    Intra-op threads follow ``torch.get_num_threads()`` at build time so the TensorRT-side and the
-    PyTorch-side of a partitioned model compete for the same number of cores (fair timing, no
-    oversubscription). Calls are thread-safe: each call uses its own I/O binding and output buffers.
-    CUDA inputs run on the CUDA execution provider when ONNX Runtime has one; otherwise they are
-    copied to the CPU and the results moved back to the inputs' device.
+    Calls are thread-safe: each call uses its own I/O binding and output buffers. CUDA inputs run on the
+    CUDA execution provider when ONNX Runtime has one; otherwise they are copied to the CPU and the
+    results moved back to the inputs' device. ``options`` replaces the default ``session_options()``.
+
+    Threads (issue 10: engines share the machine). Each session has its own intra-op pool of
+    ``min(torch.get_num_threads(), usable cores)`` threads (the caller's thread is one of them), one
+    inter-op thread, and its workers never spin (``allow_spinning`` "0"): they block when idle. The rule
+    is "engine threads + PyTorch threads *running* never above the cores": a stitched module runs its
+    segments one after the other on the calling thread, so an engine's pool and PyTorch's pool never
+    work at the same time, and each may use every core while the other waits, provided the waiting one
+    does not spin. ONNX Runtime's default (idle workers spin after a run) broke that: with 18 engines,
+    18 pools spun on 2 cores against each other and against PyTorch. The engine cannot stop PyTorch's
+    OpenMP workers from spinning (``OMP_WAIT_POLICY``, read at start-up); ``trtcheck.profile`` shows it
+    as Torch segment time.
+
+    Options measured side by side (``python suites/benchmarks/bench_segments.py --options --repeat 10
+    --rounds 7``; 2 cores shared with other jobs, load average 8-14, so absolute times are inflated and
+    only same-run ratios mean anything; medians of interleaved rounds, ms):
+
+    ==========================  ==================  ===================  ==================  ==================
+    options                     resnet18 1 engine   resnet18 35 segs     mnv3s 1 engine      mnv3s 29 segs
+    ==========================  ==================  ===================  ==================  ==================
+    old: spin (ORT default)     118.7 / 117.5       1833                 7.54 / 7.43 / 15.9  500 / 632
+    allow_spinning=0 (kept)     62.5 / 75.8         175                  15.4 / 7.13 / 51.7  51.7 / 72.3
+    force_spinning_stop=1       122.3 / 101.2       322                  6.67 / 7.45 / 21.4  107 / 155
+    1 thread, no spinning       72.0 / 73.3         245                  7.21 / 3.33 / 12.2  65.6 / 111
+    global pool (child proc.)   55.0                186                  16.5                129
+    ==========================  ==================  ===================  ==================  ==================
+
+    (a/b/c: separate runs of the same variants; the second single-engine figure comes from a run of the
+    single-engine variants alone, 9 rounds x 20 calls). On a quieter machine (load 1.9,
+    ``python suites/benchmarks/bench_segments.py``, 5 rounds x 20 calls): resnet18 eager 29.3, 1 engine
+    18.7 (old 18.1), 35 segments 34.8 (old 427.9); mobilenet_v3_small eager 8.27, 1 engine 4.57 (old
+    2.47), 29 segments 8.27 (old 175.1). Spinning workers are the one clear loss (5-20x on many
+    segments); ``allow_spinning=0`` was the best many-segment option in every run. It can cost a
+    single small engine time (workers are woken per parallel op instead of spinning: mobilenet_v3_small
+    4.57 vs 2.47 ms in the quiet run, not seen under load), an open point of issue 10. ``force_spinning_stop``
+    was 2x worse than it on many segments. One thread wins under heavy load but gives up the second
+    core of a quiet machine for a single big engine. ONNX Runtime's global pools
+    (``set_global_thread_pool_sizes``) must be configured before the process's first session, exclude
+    per-session pools in that process, and spin with no way to turn it off from Python, so they are not
+    the default; an engine built in a process that configured them uses them (``use_per_session_threads``
+    False) instead of failing.
     """
 
     backend: ClassVar[str] = "onnxruntime"
 
-    def __init__(self, model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]):
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        inputs: Sequence[TensorSpec],
+        outputs: Sequence[TensorSpec],
+        *,
+        options: ort.SessionOptions | None = None,
+    ):
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
         check_model_signature(self.backend, model, self.inputs, self.outputs)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = torch.get_num_threads()
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3  # warnings about unused initializers etc. are noise here
+        options = session_options() if options is None else options
+        self.run_times: list[int] | None = None
+        """None, or a list that every call appends its nanoseconds inside ``run_with_iobinding`` to (``trtcheck.profile``)."""
         self._cuda = _cuda_ep_usable()
         providers = [_CUDA_EP, "CPUExecutionProvider"] if self._cuda else ["CPUExecutionProvider"]
+        global _GLOBAL_POOLS
+        if _GLOBAL_POOLS:
+            options.use_per_session_threads = False
         try:
-            self._session = ort.InferenceSession(model.SerializeToString(), options, providers=providers)
+            try:
+                self._session = ort.InferenceSession(model.SerializeToString(), options, providers=providers)
+            except Exception as exc:
+                if "use_per_session_threads must be false" not in str(exc) or not options.use_per_session_threads:
+                    raise
+                # This process configured ONNX Runtime's global thread pools (set_global_thread_pool_sizes):
+                # every session must then use them. Only pools are shared; the other options stay.
+                _GLOBAL_POOLS = True
+                options.use_per_session_threads = False
+                self._session = ort.InferenceSession(model.SerializeToString(), options, providers=providers)
         except Exception as exc:  # ORT raises several pybind exception types (Fail, InvalidGraph, ...)
             raise EngineBuildError(
                 f"onnxruntime: could not create a session for the segment's ONNX model: {exc}. "
@@ -112,7 +209,12 @@ class OnnxRuntimeEngine(Engine):
                 # an empty tensor carries no data to fetch): let ORT allocate.
                 binding.bind_output(name, device_type, device_id)
                 results.append(None if shape is None else torch.empty(shape, dtype=dtype, device=device))
-        self._session.run_with_iobinding(binding)
+        if self.run_times is None:
+            self._session.run_with_iobinding(binding)
+        else:
+            start = time.perf_counter_ns()
+            self._session.run_with_iobinding(binding)
+            self.run_times.append(time.perf_counter_ns() - start)
         if self._has_dynamic_outputs:
             # DLPack hands ORT's buffer to torch without a copy and keeps it alive with the tensor.
             values = binding.get_outputs()

@@ -231,5 +231,12 @@ def summarize(
             notes.append(f"in the baseline but not in the latest run: {', '.join(missing)}")
         if new:
             notes.append(f"new since the baseline (not compared): {', '.join(new)}")
+    unprofiled = [g.label for g in latest.groups if g.profile is None]
+    if unprofiled:
+        which = "its groups" if len(unprofiled) == len(latest.groups) else ", ".join(unprofiled)
+        notes.append(
+            f"{latest.path.name}: no time profile (extra_info['profile'], recorded since trtcheck.profile) for {which}: "
+            "their boundary overhead is n/a and they are not in the time plot"
+        )
     failures = tuple(find_failures(latest))
     return Summary(runs, chosen, threshold, regressions, compared, tuple(warnings), tuple(notes), failures)

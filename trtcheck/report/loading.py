@@ -80,6 +80,10 @@ class Group:
     fallbacks: int | None
     equivalence: Mapping[str, Any] | None
     denormals_flushed: bool | None
+    profile: Mapping[str, Any] | None = None
+    """Where a stitched call spends its time (``trtcheck.profile(...).to_dict()``: ``total_s``, ``engine_s``,
+    ``torch_s``, ``boundary_s``, ``boundaries``, ``per_boundary_s``, ``segments``); None in files written
+    before benchmarks recorded it, or when it is malformed (the run's notes say so)."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -106,6 +110,16 @@ class Group:
     @property
     def compile_seconds(self) -> float | None:
         return sum(self.compile_times.values()) if self.compile_times else None
+
+    def profile_seconds(self, name: str) -> float | None:
+        """One time of the profile, in seconds per call (``"engine_s"``, ``"boundary_s"``, ...), or None."""
+        value = (self.profile or {}).get(name)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    @property
+    def per_boundary_seconds(self) -> float | None:
+        """Boundary overhead per value crossing a segment boundary (seconds per call); None without a profile."""
+        return self.profile_seconds("per_boundary_s")
 
     @property
     def equivalence_passed(self) -> bool | None:
@@ -191,8 +205,28 @@ def _first(values: Iterable[Any]) -> Any:
     return next((v for v in values if v is not None), None)
 
 
-def _group(model: str, preset: str, by_variant: Mapping[str, tuple[float, Mapping[str, Any]]]) -> Group:
+PROFILE_TIMES = ("total_s", "engine_s", "torch_s", "boundary_s", "per_boundary_s")
+
+
+def _profile(value: Any) -> Mapping[str, Any] | None | str:
+    """The recorded profile if it is well formed, None if there is none, or why it is not usable."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        return f"is a {type(value).__name__}, not an object"
+    bad = [name for name in PROFILE_TIMES if not isinstance(value.get(name), (int, float)) or isinstance(value.get(name), bool)]
+    if bad:
+        return f"has no number for {', '.join(bad)}"
+    return dict(value)
+
+
+def _group(model: str, preset: str, by_variant: Mapping[str, tuple[float, Mapping[str, Any]]], notes: list[str] | None = None) -> Group:
     infos = [by_variant[v][1] for v in ("stitched", "eager") if v in by_variant]
+    profile = _profile(_first(info.get("profile") for info in infos))
+    if isinstance(profile, str):
+        if notes is not None:
+            notes.append(f"{model}/{preset}: its profile {profile}; shown as n/a")
+        profile = None
     segments = _first(info.get("segments") for info in infos) or {}
     return Group(
         model=model,
@@ -208,6 +242,7 @@ def _group(model: str, preset: str, by_variant: Mapping[str, tuple[float, Mappin
         fallbacks=_first(info.get("fallbacks") for info in infos),
         equivalence=_first(info.get("equivalence") for info in infos),
         denormals_flushed=_first(info.get("denormals_flushed") for info in infos),
+        profile=profile,
     )
 
 
@@ -253,12 +288,13 @@ def load_run(path: str | Path) -> Run:
         missing = [v for v in VARIANTS if v not in group]
         if missing:
             notes.append(f"{model}/{preset} has no {' or '.join(missing)} benchmark")
+    groups = tuple(_group(model, preset, group, notes) for (model, preset), group in variants.items())
     return Run(
         path=path,
         datetime=_parse_datetime(path, data.get("datetime")),
         machine=_machine(data.get("machine_info") or {}),
         commit=_commit(data.get("commit_info") or {}),
-        groups=tuple(_group(model, preset, group) for (model, preset), group in variants.items()),
+        groups=groups,
         ignored=ignored + other_schema,
         notes=tuple(notes),
     )

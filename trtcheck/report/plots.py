@@ -1,4 +1,4 @@
-"""The report's four plots, drawn with matplotlib's Agg canvas into PNG files.
+"""The report's plots, drawn with matplotlib's Agg canvas into PNG files.
 
 Figures are built with ``matplotlib.figure.Figure`` and an explicit ``FigureCanvasAgg`` rather than
 ``pyplot``: the report must not switch the backend or leave figures open in a caller's process (a
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 TENSORRT_COLOR = "#76b900"  # TensorRT segments: NVIDIA green
 TORCH_COLOR = "#ee4c2c"  # Torch segments: PyTorch orange
+BOUNDARY_COLOR = "#7f7f7f"  # boundary overhead: grey, time that is neither engine nor Torch work
 LOG_SPAN = 20.0  # a value axis spanning more than this factor is drawn in log scale
 
 
@@ -133,9 +134,21 @@ def plot_latency_history(runs: Sequence[Run], path: Path) -> Plot:
     return Plot("latency_history", "Stitched latency over time", caption, _save(figure, path))
 
 
-def _horizontal_stacked(run: Run, title: str, xlabel: str, stacks: list[tuple[str, str, list[float]]], path: Path, fmt: str, integer: bool = False) -> Path:
-    """Horizontal stacked bars, one row per group of ``run`` (labels are long, so rows, not columns)."""
-    labels = [g.label for g in run.groups]
+def _horizontal_stacked(
+    run: Run,
+    title: str,
+    xlabel: str,
+    stacks: list[tuple[str, str, list[float]]],
+    path: Path,
+    fmt: str,
+    integer: bool = False,
+    groups: Sequence[Group] | None = None,
+) -> Path:
+    """Horizontal stacked bars, one row per group (labels are long, so rows, not columns).
+
+    The rows are ``groups`` when given (a subset of ``run.groups``), else every group of ``run``.
+    """
+    labels = [g.label for g in (run.groups if groups is None else groups)]
     figure = _figure(9.0, max(2.5, 1.3 + 0.45 * len(labels)))
     axes = figure.add_subplot()
     left = [0.0] * len(labels)
@@ -178,13 +191,43 @@ def plot_segments(run: Run, path: Path) -> Plot:
     return Plot("segments", "Segments per model", "Every Torch segment between TensorRT segments adds engine boundaries.", saved)
 
 
+def plot_time_breakdown(run: Run, path: Path) -> Plot | None:
+    """Stacked bars: one stitched call's engine, Torch and boundary time (ms) per group with a profile.
+
+    None when no group of ``run`` has a profile (files written before benchmarks recorded one).
+    """
+    groups = [g for g in run.groups if g.profile is not None]
+    if not groups:
+        return None
+    parts = (("engine", TENSORRT_COLOR, "engine_s"), ("Torch", TORCH_COLOR, "torch_s"), ("boundary overhead", BOUNDARY_COLOR, "boundary_s"))
+    # A negative boundary time (timer noise on a call with no crossing) would draw backwards: clamp it.
+    seconds = [(name, color, [max(0.0, g.profile_seconds(key) or 0.0) for g in groups]) for name, color, key in parts]
+    longest = max(sum(column) for column in zip(*(values for _, _, values in seconds)))
+    # Whole microseconds while calls are short: "11" fits on a narrow piece where "0.011" (ms) does not.
+    unit, factor, fmt = ("µs", 1e6, "{:.0f}") if longest < 1e-2 else ("ms", 1e3, "{:.1f}")
+    stacks = [(name, color, [value * factor for value in values]) for name, color, values in seconds]
+    saved = _horizontal_stacked(run, "Where a stitched call spends its time, latest run", f"{unit} per call", stacks, path, fmt, groups=groups)
+    caption = (
+        "One call of the stitched module (trtcheck.profile: the call with the median total of 20): time inside "
+        "the engines, in Torch segments, and the overhead of crossing between them (input checks, binding, "
+        "copies, Python calls)."
+    )
+    missing = len(run.groups) - len(groups)
+    if missing:
+        caption += f" {missing} group(s) recorded no profile and are not shown."
+    return Plot("time_breakdown", "Where the time goes", caption, saved)
+
+
 def draw_all(runs: Sequence[Run], directory: Path) -> list[Plot]:
-    """The four plots of a report: latest run's speedup, latency history, compile phases, segments."""
+    """The plots of a report: latest run's speedup, latency history, compile phases, segments, and where
+    a stitched call's time goes (when the latest run recorded profiles)."""
     latest = runs[-1]
-    return [
+    plots = [
         plot_speedup(latest, directory / "speedup.png"),
         plot_latency_history(runs, directory / "latency_history.png"),
         plot_compile_times(latest, directory / "compile_times.png"),
         plot_segments(latest, directory / "segments.png"),
+        plot_time_breakdown(latest, directory / "time_breakdown.png"),
     ]
+    return [plot for plot in plots if plot is not None]
 

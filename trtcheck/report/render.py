@@ -16,7 +16,11 @@ from trtcheck.report.analysis import Summary, format_speedup
 from trtcheck.report.loading import Group, Run
 from trtcheck.report.plots import Plot
 
-COLUMNS = ("model", "preset", "eager ms", "stitched ms", "speedup", "segments (TRT/Torch)", "boundaries", "compile s", "equivalence", "regression")
+BOUNDARY_OVERHEAD = "boundary overhead µs"
+COLUMNS = (
+    "model", "preset", "eager ms", "stitched ms", "speedup", "segments (TRT/Torch)", "boundaries", BOUNDARY_OVERHEAD,
+    "compile s", "equivalence", "regression",
+)
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,16 @@ def _equivalence(group: Group) -> str:
     return word + (f" ({', '.join(details)})" if details else "")
 
 
+def _boundary_overhead(group: Group) -> str:
+    """Microseconds of boundary overhead per value crossing a boundary (from the profile), or n/a."""
+    per_boundary = group.per_boundary_seconds
+    if per_boundary is None:
+        return "n/a"
+    if not (group.profile or {}).get("boundaries"):
+        return "none"  # nothing crosses: no per-boundary cost to show
+    return f"{per_boundary * 1e6:.1f}"
+
+
 def _regression_cell(summary: Summary, group: Group) -> tuple[str, str]:
     if not summary.compared:
         return ("not checked", "unchecked")
@@ -84,6 +98,7 @@ def table_rows(summary: Summary) -> list[Row]:
             "n/a" if speedup is None else format_speedup(speedup),
             segments,
             _number(group.boundaries, "d"),
+            _boundary_overhead(group),
             _number(group.compile_seconds, ".2f"),
             _equivalence(group),
             flag,
@@ -125,6 +140,11 @@ def _run_rows(summary: Summary) -> list[tuple[str, ...]]:
     return rows
 
 
+OVERHEAD_NOTE = (
+    "Boundary overhead = time of one stitched call outside engines and Torch segments (trtcheck.profile), "
+    "per value crossing a segment boundary; n/a where the run recorded no profile."
+)
+
 RUN_COLUMNS = ("file", "role", "datetime", "machine", "commit", "trtcheck groups", "other benchmarks")
 
 
@@ -155,7 +175,7 @@ def render_markdown(summary: Summary, plots: Sequence[Plot]) -> str:
     lines += [f"## Summary: {latest.label}", ""]
     lines += _md_table(COLUMNS, [row.cells for row in table_rows(summary)])
     lines.append("")
-    lines += ["Speedup = eager median / stitched median (above 1: the stitched module is faster).", ""]
+    lines += [f"Speedup = eager median / stitched median (above 1: the stitched module is faster). {OVERHEAD_NOTE}", ""]
     lines += ["## Plots", ""]
     for plot in plots:
         lines += [f"### {plot.title}", "", f"![{plot.title}]({plot.path.name})", "", plot.caption, ""]
@@ -178,6 +198,7 @@ h1 { font-size: 22px; margin-bottom: 4px; }
 table { border-collapse: collapse; margin: 8px 0 18px; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; }
 td { white-space: nowrap; }
+td:last-child { white-space: normal; min-width: 16em; }  /* the regression reasons wrap: the table fits 1400 px */
 th { background: #f1f3f4; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.regressed td { background: #fde5e3; font-weight: 600; }
@@ -187,7 +208,7 @@ figure { margin: 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: 12px; color: #555; }
 """
 
-NUMERIC = {"eager ms", "stitched ms", "speedup", "boundaries", "compile s"}
+NUMERIC = {"eager ms", "stitched ms", "speedup", "boundaries", BOUNDARY_OVERHEAD, "compile s"}
 
 
 def _html_table(columns: Sequence[str], rows: Sequence[Sequence[str]], row_classes: Sequence[str] = (), cell_classes: Sequence[Sequence[str]] = ()) -> str:
@@ -232,7 +253,7 @@ def render_html(summary: Summary, plots: Sequence[Plot]) -> str:
         for row in rows
     ]
     parts.append(_html_table(COLUMNS, [row.cells for row in rows], [row.status if row.status == "regressed" else "" for row in rows], cell_classes))
-    parts.append("<p>Speedup = eager median / stitched median (above 1: the stitched module is faster).</p>")
+    parts.append(f"<p>Speedup = eager median / stitched median (above 1: the stitched module is faster). {html.escape(OVERHEAD_NOTE)}</p>")
     parts.append('<h2>Plots</h2><div class="plots">')
     for plot in plots:
         parts.append(

@@ -55,6 +55,20 @@ class ReproWriteWarning(UserWarning):
     """A repro could not be written (an unwritable report directory, a full disk); the check's result stands."""
 
 
+def _standalone(settings: Settings, graph_module: torch.fx.GraphModule) -> Settings:
+    """``settings`` with ``torch_executed_modules`` as the module paths they resolved to.
+
+    A class name such as ``"ModuleList"`` resolves through the model's own module tree, which the saved
+    graph no longer has; the paths it forced resolve from the graph's ``nn_module_stack`` alone.
+    """
+    if not settings.torch_executed_modules:
+        return settings
+    from trtcheck.settings import resolve_modules
+
+    paths = resolve_modules(settings.torch_executed_modules, graph_module.graph).paths
+    return dataclasses.replace(settings, torch_executed_modules=sorted(paths))
+
+
 def write_repro(
     directory: str | os.PathLike,
     graph_module: torch.fx.GraphModule | torch.export.ExportedProgram,
@@ -83,7 +97,7 @@ def write_repro(
         saved = _SavedGraphModule(graph_module)
         atomic_write(folder / "model.pt", lambda file: torch.save(saved, file))
         atomic_write(folder / "inputs.pt", lambda file: torch.save(tuple(inputs), file))
-        atomic_write(folder / "settings.json", json.dumps(settings_to_json(settings), indent=2) + "\n")
+        atomic_write(folder / "settings.json", json.dumps(settings_to_json(_standalone(settings, graph_module)), indent=2) + "\n")
         atomic_write(folder / "failure.txt", failure if failure.endswith("\n") else failure + "\n")
         atomic_write(folder / "repro.py", _SCRIPT.format(backend=backend, failure=_first_line(failure)))
     except OSError as error:
@@ -153,6 +167,13 @@ class _GlobalRef:
             raise ValueError(f"cannot store {fn!r} in a repro: it is not reachable as {self.module}.{self.qualname}")
 
 
+class _MemoryFormatRef:
+    """A ``torch.memory_format`` by name: ``torch.save`` cannot pickle them (core ATen's ``clone`` takes one)."""
+
+    def __init__(self, memory_format: torch.memory_format) -> None:
+        self.name = str(memory_format).removeprefix("torch.")
+
+
 class _ValueRef:
     """A node's ``meta["val"]`` tensor: what a fake tensor needs, without the tensor."""
 
@@ -176,6 +197,8 @@ def _encode(value: Any) -> Any:
             return _NodeRef(item.name)
         if isinstance(item, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
             return _OpRef(item)
+        if isinstance(item, torch.memory_format):
+            return _MemoryFormatRef(item)
         if callable(item) and not isinstance(item, (type, torch.nn.Module)) and hasattr(item, "__qualname__"):
             return _GlobalRef(item)
         return item
@@ -191,6 +214,8 @@ def _decode(value: Any, nodes: dict[str, torch.fx.Node]) -> Any:
             return _resolve_op_name(item.name)
         if isinstance(item, _GlobalRef):
             return _resolve_global(item.module, item.qualname)
+        if isinstance(item, _MemoryFormatRef):
+            return getattr(torch, item.name)
         return item
 
     return torch.fx.node.map_aggregate(value, one)

@@ -100,6 +100,7 @@ def verify(
     inputs: Sequence[InputSet] | None = None,
     example_kwargs: Mapping[str, Any] | None = None,
     allow_fallbacks: bool = False,
+    lowered: torch.fx.GraphModule | None = None,
     support: Support = None,
     seed: int = 0,
     report_dir: str | os.PathLike | None = None,
@@ -124,6 +125,9 @@ def verify(
     coverage, so it fails verification unless ``allow_fallbacks``. ``rtol``/``atol`` default to the
     output dtype's tolerances (``equivalence.default_tolerances``). With ``report_dir``, a failure writes a
     standalone repro there.
+
+    ``lowered`` is ``lower(model, example_inputs)`` made earlier (``LoweringCache``: once per model, its
+    own determinism checked there); partitioning and conversion are then repeated from copies of it.
     """
     settings = Settings.coerce(settings)
     engine = describe_backend(backend)  # raises for an unknown backend, or an explicit one missing here
@@ -132,13 +136,13 @@ def verify(
     example_kwargs = dict(example_kwargs or {})
     before = snapshot_state(model)
     try:
-        stitched = compile(model, example_inputs, settings, backend, support=support, example_kwargs=example_kwargs)
+        stitched = compile(model, example_inputs, settings, backend, support=support, example_kwargs=example_kwargs, lowered=lowered)
         partition = stitched.partition
         report = VerificationReport(name, settings, backend, partition, compile_times=stitched.compile_times, engine=engine)
         report.violations = check_invariants(partition, support) + stitched_graph_violations(stitched.graph_module)
         report.violations += segmentation_violations(partition)
         report.violations += state_violations(before, snapshot_state(model), "compile")
-        report.violations += determinism_violations(stitched, model, example_inputs, settings, support, example_kwargs)
+        report.violations += determinism_violations(stitched, model, example_inputs, settings, support, example_kwargs, lowered)
         if not allow_fallbacks:
             report.violations += [Violation("fallback", f"{line} (pass allow_fallbacks=True to accept it)") for line in partition.fallbacks]
 
@@ -322,10 +326,11 @@ def segmentation_violations(partition: Partition) -> list[Violation]:
     return []
 
 
-def determinism_violations(stitched, model, example_inputs, settings, support, example_kwargs) -> list[Violation]:
-    """Partition and convert the model again from scratch: the same segments, byte-identical ONNX."""
+def determinism_violations(stitched, model, example_inputs, settings, support, example_kwargs, lowered=None) -> list[Violation]:
+    """Partition and convert the model again from scratch (from ``lowered`` when given): the same segments,
+    byte-identical ONNX."""
     first = stitched.conversion
-    again = convert(model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=False)
+    again = convert(model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=False, lowered=lowered)
     if first.layout != again.layout:
         return [Violation("determinism", "partitioning the same model again from scratch gave different segments")]
     return [
