@@ -47,6 +47,9 @@ def pytest_configure(config: pytest.Config) -> None:
     conftest imported after that hook from loading another one. This hook runs first and loads it too;
     hypothesis's plugin then applies ``--hypothesis-verbosity`` and friends on top of it, as usual.
     """
+    from trtcheck.pytest_plugin import share_cores_with_other_workers
+
+    share_cores_with_other_workers()  # this repository's own suite compiles models in every xdist worker too
     name = config.getoption("--hypothesis-profile", default=None)
     if name:
         load_profile(name, "--hypothesis-profile")

@@ -129,6 +129,30 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: part of the verification matrix; runs only with --trtcheck")
     if config.getoption("trtcheck"):
         harness(config)  # fail fast on a bad option
+        share_cores_with_other_workers()
+
+
+def share_cores_with_other_workers() -> int | None:
+    """Under pytest-xdist, give this worker its share of the cores for PyTorch (and so for engines).
+
+    Each worker process would otherwise run PyTorch (and each ONNX Runtime session, which follows PyTorch's
+    thread count) on every core: ``-n 2`` on 2 cores then runs 4 compute threads whose OpenMP barriers
+    wait on each other across processes. Returns the threads set, or None outside xdist workers.
+    """
+    import os
+
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if "PYTEST_XDIST_WORKER" not in os.environ or workers <= 1:
+        return None
+    import torch
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    threads = max(1, cores // workers)
+    torch.set_num_threads(threads)
+    return threads
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
+from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_is_leaf, tree_unflatten
 
 from trtcheck.engines import Engine
 from trtcheck.errors import EngineRuntimeError, TrtcheckError
@@ -162,7 +162,7 @@ class InputSignature:
     def __init__(self, args: Sequence[Any], kwargs: Mapping[str, Any], names: Sequence[str]) -> None:
         leaves, self.spec = tree_flatten((tuple(args), dict(kwargs)))
         # The common call, positional leaves only, is checked without flattening (the hot path of every call).
-        self._flat = not kwargs and len(leaves) == len(args)
+        self._flat = not kwargs and all(tree_is_leaf(arg) for arg in args)
         self.names = tuple(names)
         self.leaves = tuple(
             _TensorLeaf(x.shape, x.dtype, x.device, _layout(x)) if isinstance(x, torch.Tensor) else _ValueLeaf(x)

@@ -64,8 +64,10 @@ def zoo_suite(pytester, monkeypatch):
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     monkeypatch.delenv("TRTCHECK_TEST_SLOWDOWN_S", raising=False)
     pytester.makeconftest(CONFTEST)
-    for name in ("test_zoo_benchmarks.py", "matrix_checks.py"):
-        (pytester.path / name).write_text((MATRIX / name).read_text())
+    # The copy gets its own module name: in a full run, this process may have imported suites/matrix's
+    # test_zoo_benchmarks already, and an in-process pytester run of a same-named file is an import mismatch.
+    for name, copy in (("test_zoo_benchmarks.py", "test_zoo_benchmarks_compared.py"), ("matrix_checks.py", "matrix_checks.py")):
+        (pytester.path / copy).write_text((MATRIX / name).read_text())
     storage = pytester.path / "benchmarks"
     return pytester, f"--benchmark-storage=file://{storage}", storage
 

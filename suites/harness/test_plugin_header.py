@@ -40,3 +40,25 @@ def test_without_the_flag_there_is_no_header(pytester):
     result = pytester.runpytest()
     result.assert_outcomes(passed=1)
     assert "engine backend" not in result.stdout.str()
+
+
+def test_xdist_workers_share_the_cores(monkeypatch):
+    """Each of N xdist workers runs PyTorch (and so its engines) on cores // N threads, never on every core."""
+    import os
+
+    import torch
+
+    from trtcheck.pytest_plugin import share_cores_with_other_workers
+
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+        monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+        assert share_cores_with_other_workers() is None  # not a worker: nothing changes
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+        cores = len(os.sched_getaffinity(0))
+        for workers in (2, 4 * cores):
+            monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", str(workers))
+            assert share_cores_with_other_workers() == max(1, cores // workers) == torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
