@@ -150,14 +150,17 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
         model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=check_shapes, clock=clock,
         lowered=lowered,
     )
-    partition, gm = conversion.partition, conversion.graph_module
+    partition = conversion.partition
     engines: dict[int, Engine] = {}
     failures = dict(conversion.errors)
     for index, onnx_bytes in conversion.onnx_models.items():
         shapes = segment_shapes(partition.segments[index])
         outputs = [TensorSpec(f"output_{i}", s.shape, s.dtype) for i, s in enumerate(shapes.outputs)]
         try:
-            engines[index] = clock.run("engine_build", build_engine, onnx.load_from_string(onnx_bytes), shapes.inputs, outputs, backend)
+            engines[index] = clock.run(
+                "engine_build", build_engine, onnx.load_from_string(onnx_bytes), shapes.inputs, outputs, backend,
+                engines_in_model=len(conversion.onnx_models),
+            )
         except Exception as error:  # noqa: BLE001 - any failure of one segment is contained and reported
             failures[index] = error
     for index in sorted(failures):

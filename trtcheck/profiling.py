@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.utils._pytree import tree_unflatten
+from torch.utils._pytree import tree_structure, tree_unflatten
 
 from trtcheck.benchmarking import boundary_traffic
 from trtcheck.partitioning.partition import Target
@@ -201,9 +201,15 @@ def profile(
 
 
 def _positional(compiled: CompiledModule, inputs: tuple) -> tuple:
-    """``inputs`` as positional arguments: one tuple (or list) holding them is unpacked."""
-    if len(inputs) != 1 or not isinstance(inputs[0], (tuple, list)):
-        return inputs
+    """``inputs`` as positional arguments: one tuple (or list) holding all of them is unpacked.
+
+    The module's own structure decides: ``(x, y)`` for ``forward(x, y)`` is unpacked, ``([a, b],)`` for
+    ``forward(xs)`` too, but ``[a, b]`` for ``forward(xs)`` is that one input.
+    """
+    if len(inputs) == 1 and isinstance(inputs[0], (tuple, list)):
+        if tree_structure(tuple(inputs[0])) == compiled.signature.spec.child(0):  # the spec of (args, kwargs)
+            return tuple(inputs[0])
+    return inputs
     expected = compiled.signature.spec.child(0)  # the spec of (args, kwargs): args' spec
     if expected.num_children != 1 or expected.child(0).is_leaf():
         return tuple(inputs[0])  # the module does not take one tuple as its only input: unpack it

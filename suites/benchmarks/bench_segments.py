@@ -29,7 +29,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import onnx
 import onnxruntime as ort
@@ -40,6 +39,8 @@ import trtcheck
 from trtcheck.engines.onnxruntime import OnnxRuntimeEngine, default_threads, session_options
 from trtcheck.profiling import profile
 from trtcheck.stitching import EngineModule
+
+from bench_compile import median_seconds  # noqa: E402 - a sibling script (sys.path[0] is this folder)
 
 MANY = trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::relu", "aten::hardswish"])
 
@@ -79,15 +80,6 @@ def install(engines: dict[EngineModule, OnnxRuntimeEngine]) -> None:
         module.engine = engine
 
 
-def once(fn, repeat: int) -> float:
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
 def interleaved(variants: dict[str, tuple], repeat: int, rounds: int, warmup: int = 3) -> dict[str, float]:
     """Median over rounds of each variant's median over ``repeat`` calls; variants alternate every round.
 
@@ -101,7 +93,7 @@ def interleaved(variants: dict[str, tuple], repeat: int, rounds: int, warmup: in
     for _ in range(rounds):
         for name, (setup, fn) in variants.items():
             setup()
-            per_round[name].append(once(fn, repeat))
+            per_round[name].append(median_seconds(fn, repeat, warmup=0))
     return {name: statistics.median(values) for name, values in per_round.items()}
 
 

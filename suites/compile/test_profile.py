@@ -132,3 +132,13 @@ def test_profile_of_a_model_with_one_engine():
     check_consistent(p, compiled)
     assert [s.target for s in p.segments] == ["tensorrt"] and p.torch_s == 0 and p.engine_s > 0
     assert p.boundaries == 2  # both graph inputs cross into the engine
+
+
+def test_profile_of_a_model_taking_a_list():
+    """``forward(xs)``: ``profile(m, (xs,))`` and ``profile(m, xs)`` both mean the one list input."""
+    import models
+
+    model, inputs = models.get("list_input").build()
+    compiled = trtcheck.compile(model, inputs, trtcheck.Settings(min_block_size=1), backend="onnxruntime")
+    for given in ((inputs,), tuple(inputs)):
+        assert trtcheck.profile(compiled, *given, repeat=2, warmup=0).total_s > 0

@@ -55,12 +55,23 @@ def assert_no_idle_spinning(engine: OnnxRuntimeEngine) -> None:
 
 
 def test_default_engine_session_has_torch_threads_capped_at_cores_and_never_spins(relu_model):
-    engine = build_engine(relu_model, [X], [Y], backend="onnxruntime")
+    engine = build_engine(relu_model, [X], [Y], backend="onnxruntime", engines_in_model=2)
     options = engine.session.get_session_options()
     assert options.intra_op_num_threads == min(torch.get_num_threads(), cores()) == default_threads()
     assert options.inter_op_num_threads == 1
     assert options.use_per_session_threads
     assert_no_idle_spinning(engine)
+    assert_no_idle_spinning(OnnxRuntimeEngine(relu_model, [X], [Y]))  # the constructor's default
+
+
+def test_the_sole_engine_of_a_model_spins_only_while_it_runs(relu_model):
+    """One engine has no other session to leave the cores to: it spins during a run, then stops."""
+    engine = build_engine(relu_model, [X], [Y], backend="onnxruntime")
+    assert entry(engine, "session.force_spinning_stop") == "1"
+    assert entry(engine, "session.intra_op.allow_spinning") != "0"
+    compiled = trtcheck.compile(Chain(), (torch.randn(4),), trtcheck.Settings(min_block_size=1), backend="onnxruntime")
+    (sole,) = compiled.engines.values()
+    assert entry(sole, "session.force_spinning_stop") == "1"
 
 
 @pytest.mark.parametrize("threads", [1, "cores + 3"])

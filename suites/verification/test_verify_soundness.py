@@ -7,7 +7,6 @@ Every test here failed on the code before the fix (the closing note of the issue
 from __future__ import annotations
 
 import gc
-import hashlib
 import os
 import subprocess
 import sys

@@ -174,6 +174,14 @@ class Engine(abc.ABC):
         """True when this backend's dependencies (packages, devices) are present on this machine."""
         return cls.unavailable_reason() is None
 
+    @classmethod
+    def build(
+        cls, model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], *, engines_in_model: int = 1
+    ) -> Engine:
+        """An engine for one of ``engines_in_model`` engines of a compiled model; backends that tune their
+        threads to how many engines share the process override this (``OnnxRuntimeEngine``)."""
+        return cls(model, inputs, outputs)
+
     @abc.abstractmethod
     def __call__(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Run the engine on ``tensors`` (one per input spec)."""
@@ -396,11 +404,15 @@ def build_engine(
     inputs: Sequence[TensorSpec],
     outputs: Sequence[TensorSpec],
     backend: str = AUTO,
+    *,
+    engines_in_model: int = 1,
 ) -> Engine:
     """Build an engine running ``model`` on ``backend`` (see ``resolve_backend``).
 
     ``inputs``/``outputs`` give the call order and the static shapes/dtypes the engine checks and
-    allocates; their names must be the ONNX graph's input/output names.
+    allocates; their names must be the ONNX graph's input/output names. ``engines_in_model`` says how
+    many engines the compiled model will run one after another, for backends whose best thread settings
+    depend on it (``Engine.build``).
     """
     engine_cls = _BACKENDS[resolve_backend(backend)]
-    return engine_cls(model, tuple(inputs), tuple(outputs))
+    return engine_cls.build(model, tuple(inputs), tuple(outputs), engines_in_model=engines_in_model)
