@@ -136,3 +136,32 @@ def test_readme_python_blocks_run():
     namespace: dict = {}
     for block in blocks:
         exec(compile(block, str(readme), "exec"), namespace)  # noqa: S102 - the README is this repository's own
+
+
+def test_the_layout_check_catches_an_engine_output_without_its_recorded_strides():
+    """verify's stitched-graph check: a Torch user reading an engine's contiguous output as it is, where
+    export recorded other strides, is a ``layout`` violation (here: the restride removed by hand)."""
+    from trtcheck.stitching import restride
+    from trtcheck.verification.verify import stitched_graph_violations
+
+    model, inputs = models.get("layout_sensitive").build()
+    compiled = trtcheck.compile(model, inputs, trtcheck.Settings(min_block_size=1, torch_executed_modules=["tail"]))
+    graph_module = compiled.graph_module
+    assert stitched_graph_violations(graph_module) == []
+    for node in list(graph_module.graph.nodes):
+        if node.op == "call_function" and node.target is restride:
+            node.replace_all_uses_with(node.args[0])
+            graph_module.graph.erase_node(node)
+    violations = stitched_graph_violations(graph_module)
+    assert [v.rule for v in violations] == ["layout"], violations
+
+
+def test_verify_catches_a_module_that_answers_for_the_examples_scalar(monkeypatch):
+    """If the input check let another scalar through (as before), the frozen constant would answer wrong:
+    verify varies each scalar input and reports ``scalar_input``."""
+    from trtcheck.stitching import InputSignature
+
+    monkeypatch.setattr(InputSignature, "check", lambda self, args, kwargs: None)
+    model, inputs = models.get("scalar_input").build()
+    with pytest.raises(trtcheck.VerificationError, match=r"\[scalar_input\].*scale=7.25 \(compiled with 2.5\)"):
+        trtcheck.verify(model, inputs, ONE, backend="onnxruntime")
