@@ -11,6 +11,7 @@ partitioning: the node runs in Torch with reason ``VALIDATOR_ERROR`` naming the 
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable
 from typing import Union
@@ -42,6 +43,21 @@ def support_function(support: Support) -> SupportFn:
     )
 
 
+@functools.cache
+def _registry():
+    from trtcheck.converters import registry  # importing the package populates the registry
+
+    return registry
+
+
+def _registry_is_convertible() -> SupportFn:
+    return _registry().is_convertible
+
+
+def _registry_check_node():
+    return _registry().check_node
+
+
 def check_support(node: torch.fx.Node, supports: SupportFn) -> tuple[bool, str | None]:
     """``(supported, error)``: ``error`` describes the exception the support check raised, if any.
 
@@ -49,11 +65,9 @@ def check_support(node: torch.fx.Node, supports: SupportFn) -> tuple[bool, str |
     ``"aten.relu.default validator raised KeyError: 'val'"``; for any other predicate,
     ``"support check raised KeyError: 'val'"``. A check that raised counts as unsupported.
     """
-    # importing the package populates the registry
-    from trtcheck.converters import registry
-
-    if supports is registry.is_convertible:
-        supported, exc = registry.check_node(node)
+    check_node = _registry_check_node() if supports is _registry_is_convertible() else None
+    if check_node is not None:
+        supported, exc = check_node(node)
         if exc is None:
             return supported, None
         return False, f"{_target_name(node.target)} validator raised {type(exc).__name__}: {exc}"
