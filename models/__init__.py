@@ -1,6 +1,6 @@
 """trtcheck's model zoo: named, deterministic, random-weight models for checking partitioned runs.
 
-    import models
+    import trtcheck_zoo as models
     entry = models.get("resnet18")
     model, example_inputs = entry.factory()
     for name in models.names("mobilenet*"): ...
@@ -11,10 +11,10 @@ Importing the package registers the torchvision models and the hand-written fall
 """
 
 # Import order is registration order, which ``names()`` reports: torchvision first.
-from models.registry import Factory, ZooEntry, get, make_nontrivial, names, register, seeded
-from models.torchvision_models import TORCHVISION_ZOO  # isort: skip
-from models.fallback_models import FALLBACK_ZOO  # isort: skip
-from models.correctness_models import CORRECTNESS_ZOO  # isort: skip
+from .registry import Factory, ZooEntry, get, make_nontrivial, names, register, seeded
+from .torchvision_models import TORCHVISION_ZOO  # isort: skip
+from .fallback_models import FALLBACK_ZOO  # isort: skip
+from .correctness_models import CORRECTNESS_ZOO  # isort: skip
 
 # Every built-in entry, torchvision first. Filter by tag to skip the slow ones: names(exclude_tags=["heavy"]).
 DEFAULT_ZOO: tuple[str, ...] = TORCHVISION_ZOO + FALLBACK_ZOO + CORRECTNESS_ZOO

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from models.registry import ZooEntry, make_nontrivial, register, seeded
+from .registry import ZooEntry, make_nontrivial, register, seeded
 
 __all__ = ["CORRECTNESS_ZOO", "Counter", "LayoutSensitive", "ModuleListBlocks", "ScalarInput", "SpdSolve"]
 

@@ -16,7 +16,7 @@ import torch
 import torchvision.models
 from torch import nn
 
-from models.registry import ZooEntry, make_nontrivial, register, seeded
+from .registry import ZooEntry, make_nontrivial, register, seeded
 
 __all__ = ["TORCHVISION_ZOO"]
 

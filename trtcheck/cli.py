@@ -25,7 +25,7 @@ def _settings(args: argparse.Namespace) -> trtcheck.Settings:
 
 
 def _partition(args: argparse.Namespace) -> int:
-    import models
+    import trtcheck_zoo as models
 
     model, inputs = models.get(args.model).build()
     result = trtcheck.partition(model, inputs, _settings(args))
@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"trtcheck {trtcheck.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     part = commands.add_parser("partition", help="partition a zoo model and print its segments")
-    part.add_argument("model", help="a zoo model name (python -c 'import models; print(models.names())')")
+    part.add_argument("model", help="a zoo model name (python -c 'import trtcheck_zoo; print(trtcheck_zoo.names())')")
     part.add_argument("--min-block-size", type=int, default=trtcheck.Settings.min_block_size)
     part.add_argument("--torch-executed-ops", nargs="*", default=[], metavar="OP")
     part.add_argument("--torch-executed-modules", nargs="*", default=[], metavar="MODULE")

@@ -169,7 +169,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
 
 def _zoo_names(patterns: list[str]) -> list[str]:
-    import models
+    import trtcheck_zoo as models
 
     names: list[str] = []
     for pattern in patterns:
@@ -181,7 +181,7 @@ def _zoo_names(patterns: list[str]) -> list[str]:
 
 
 def _zoo_entries(names: tuple[str, ...]) -> list[Any]:
-    import models
+    import trtcheck_zoo as models
 
     return [models.get(name) for name in names]
 

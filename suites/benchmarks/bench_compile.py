@@ -23,7 +23,7 @@ import time
 
 import torch
 
-import models
+import trtcheck_zoo as models
 import trtcheck
 from trtcheck.conversion import segment_to_onnx
 from trtcheck.engines import TensorSpec, build_engine

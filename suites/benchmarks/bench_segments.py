@@ -34,7 +34,7 @@ import onnx
 import onnxruntime as ort
 import torch
 
-import models
+import trtcheck_zoo as models
 import trtcheck
 from trtcheck.engines.onnxruntime import OnnxRuntimeEngine, default_threads, session_options
 from trtcheck.profiling import profile

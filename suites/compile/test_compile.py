@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.fx
 
-import models
+import trtcheck_zoo as models
 import trtcheck
 import trtcheck.converters as converters
 from trtcheck import ReasonKind, Target

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-import models
+import trtcheck_zoo as models
 import trtcheck
 
 ONE = trtcheck.Settings(min_block_size=1)

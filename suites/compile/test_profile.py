@@ -136,7 +136,7 @@ def test_profile_of_a_model_with_one_engine():
 
 def test_profile_of_a_model_taking_a_list():
     """``forward(xs)``: ``profile(m, (xs,))`` and ``profile(m, xs)`` both mean the one list input."""
-    import models
+    import trtcheck_zoo as models
 
     model, inputs = models.get("list_input").build()
     compiled = trtcheck.compile(model, inputs, trtcheck.Settings(min_block_size=1), backend="onnxruntime")

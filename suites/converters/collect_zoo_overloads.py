@@ -13,7 +13,7 @@ import time
 
 import torch
 
-import models
+import trtcheck_zoo as models
 
 
 def overloads_of(name: str) -> set[str]:

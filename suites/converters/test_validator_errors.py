@@ -12,7 +12,7 @@ import pytest
 import torch
 from hypothesis import given
 
-import models
+import trtcheck_zoo as models
 import trtcheck
 from trtcheck import ReasonKind, Target, converters
 from trtcheck.converters import _common

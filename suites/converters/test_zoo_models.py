@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import models
+import trtcheck_zoo as models
 from converter_harness import check
 
 # Every zoo overload also has unit cases; the default run keeps a fast, op-diverse subset (swin_t alone

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import models
+import trtcheck_zoo as models
 
 LGAMMA = torch.ops.aten.lgamma.default
 

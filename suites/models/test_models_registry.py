@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-import models
-from models import registry
+import trtcheck_zoo as models
+from trtcheck_zoo import registry
 
 
 @pytest.fixture

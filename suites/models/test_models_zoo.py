@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-import models
+import trtcheck_zoo as models
 
 
 def _params(names: tuple[str, ...] | list[str], slow_tags: frozenset[str] = frozenset({"heavy"})) -> list[Any]:

@@ -48,7 +48,7 @@ import time
 import pytest
 import torch
 
-import models
+import trtcheck_zoo as models
 import trtcheck
 import trtcheck.converters as converters
 from trtcheck.benchmarking import extra_info

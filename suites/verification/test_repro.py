@@ -191,7 +191,7 @@ def test_names_are_made_safe_for_the_filesystem(name, folder):
 def test_a_class_name_setting_is_saved_as_the_paths_it_forced(tmp_path):
     """``torch_executed_modules=["ModuleList"]`` resolves through the model's module tree, which a saved
     graph no longer has: the repro saves the paths it forced, so it partitions the same way on its own."""
-    import models
+    import trtcheck_zoo as models
 
     model, inputs = models.get("module_list_blocks").build()
     settings = trtcheck.Settings(min_block_size=1, torch_executed_modules=["ModuleList"])

@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch import nn
 
-import models
+import trtcheck_zoo as models
 import trtcheck
 from trtcheck import converters
 
