@@ -22,11 +22,10 @@ from trtcheck.errors import TrtcheckError
 from trtcheck.lowering import copy_graph_module, independent_inputs, lower, own_mutable_state
 from trtcheck.partitioning.decisions import Support
 from trtcheck.partitioning.extract import segment_module
-from trtcheck.partitioning.partition import Partition, Reason, ReasonKind, Target
+from trtcheck.partitioning.partition import Partition, Target
 from trtcheck.partitioning.partitioner import partition_graph
-from trtcheck.partitioning.segmentation import merge_adjacent
 from trtcheck.settings import Settings, resolve_modules
-from trtcheck.shape_analysis import confirm_shapes, segment_shapes
+from trtcheck.shape_analysis import ShapeMismatch, ShapeMismatchError, find_mismatches, segment_shapes
 from trtcheck.stitching import CompiledModule, InputSignature, stitch
 
 
@@ -78,6 +77,10 @@ class Conversion:
     example_args: tuple
     example_kwargs: dict
     layout: list[tuple[str, list[str]]] = field(default_factory=list)  # segments as partitioned, before any fallback
+    # TensorRT segments (by index) that produce or read a value whose shape or dtype, when the segments run
+    # on the example inputs, is not its metadata's: their engines would be built from that metadata, so
+    # compile runs them in PyTorch. They are converted all the same, so conversions compare alike.
+    mismatched: dict[int, Exception] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.layout:
@@ -111,8 +114,10 @@ def convert(
         gm = copy_graph_module(gm)
     own_mutable_state(gm)
     partition = clock.run("partitioning", partition_graph, gm, settings, support, forced_modules=forced_modules)
+    mismatched: dict[int, Exception] = {}
     if check_shapes:
-        clock.run("shape_analysis", confirm_shapes, partition, _flat_inputs(gm, args, kwargs))
+        mismatches = clock.run("shape_analysis", find_mismatches, partition, _flat_inputs(gm, args, kwargs))
+        mismatched = _mismatched_segments(partition, mismatches)
     onnx_models: dict[int, bytes] = {}
     errors: dict[int, Exception] = {}
     for index, segment in enumerate(partition.segments):
@@ -121,7 +126,7 @@ def convert(
                 onnx_models[index] = clock.run("conversion", segment_to_onnx, segment_module(gm, segment)).SerializeToString()
             except Exception as error:  # noqa: BLE001 - any failure of one segment is contained and reported
                 errors[index] = error
-    return Conversion(gm, partition, onnx_models, errors, args, kwargs)
+    return Conversion(gm, partition, onnx_models, errors, args, kwargs, mismatched=mismatched)
 
 
 def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_tensorrt.compile
@@ -152,46 +157,64 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
     )
     partition = conversion.partition
     engines: dict[int, Engine] = {}
-    failures = dict(conversion.errors)
+    failures = {**conversion.errors, **conversion.mismatched}
     for index, onnx_bytes in conversion.onnx_models.items():
+        if index in failures:
+            continue
         shapes = segment_shapes(partition.segments[index])
         outputs = [TensorSpec(f"output_{i}", s.shape, s.dtype) for i, s in enumerate(shapes.outputs)]
         try:
             engines[index] = clock.run(
                 "engine_build", build_engine, onnx.load_from_string(onnx_bytes), shapes.inputs, outputs, backend,
-                engines_in_model=len(conversion.onnx_models),
+                engines_in_model=len(conversion.onnx_models), settings=settings,
             )
         except Exception as error:  # noqa: BLE001 - any failure of one segment is contained and reported
             failures[index] = error
-    for index in sorted(failures):
-        segment = partition.segments[index]
+    by_segment = {id(partition.segments[i]): engine for i, engine in engines.items()}
+    for index, segment in [(i, partition.segments[i]) for i in sorted(failures)]:
         if strict:
             raise CompilationError(
                 f"TensorRT segment @{index} ({len(segment.nodes)} nodes, first {segment.nodes[0].name}) "
                 f"failed to compile: {type(failures[index]).__name__}: {failures[index]}"
             ) from failures[index]
-        _fall_back(partition, index, failures[index])
-    if failures:
-        engines = _renumber(partition, engines)
+        if index in conversion.mismatched:
+            stage = _SHAPE_STAGE
+        else:
+            stage = _CONVERSION_STAGE if index in conversion.errors else _ENGINE_STAGE
+        partition.fall_back(segment, failures[index], stage=stage)
+    if failures:  # fall_back merged segments: re-key the engines by their segments' new indices
+        engines = {i: by_segment[id(s)] for i, s in enumerate(partition.segments) if id(s) in by_segment}
     stitched = clock.run("stitching", stitch, partition, engines)
     signature = InputSignature.of(model, conversion.example_args, conversion.example_kwargs)
     return CompiledModule(stitched, signature, clock.times, conversion)
 
 
-def _fall_back(partition: Partition, index: int, error: Exception) -> None:
-    segment = partition.segments[index]
-    message = f"{type(error).__name__}: {error}".strip()
-    partition.fallbacks.append(f"segment @{index} ({len(segment.nodes)} nodes) runs in PyTorch: {message}")
-    segment.target = Target.TORCH
-    for node in segment.nodes:
-        partition.reasons[node] = Reason(ReasonKind.CONVERSION_FAILED, message)
+def _mismatched_segments(partition: Partition, mismatches: Sequence[ShapeMismatch]) -> dict[int, Exception]:
+    """The TensorRT segments that produce or read a mismatched value, by index, each with the error its
+    fallback reports: the value, what the metadata says and what the segments really gave (the first such
+    value per segment). A value only Torch segments touch needs nothing: no engine is built from it."""
+    found: dict[int, Exception] = {}
+    for mismatch in mismatches:
+        for index, segment in enumerate(partition.segments):
+            produced, read = mismatch.node in segment.nodes, mismatch.node in segment.inputs
+            if segment.target is Target.TENSORRT and (produced or read) and index not in found:
+                found[index] = ShapeMismatchError(
+                    f"{'output' if produced else 'input'} {mismatch.node.name} is {mismatch.got} when the segments "
+                    f"run on the example inputs, the graph's metadata says {mismatch.expected}"
+                )
+    return found
 
 
-def _renumber(partition: Partition, engines: dict[int, Engine]) -> dict[int, Engine]:
-    """Merge segments made neighbours by a fallback, and re-key the engines by their new indices."""
-    by_segment = {id(partition.segments[i]): engine for i, engine in engines.items()}
-    partition.segments = merge_adjacent(partition.segments)
-    return {i: by_segment[id(s)] for i, s in enumerate(partition.segments) if id(s) in by_segment}
+# What failed, in the words of a fallback's reason: a converter and an engine call for different fixes.
+_CONVERSION_STAGE = "conversion failed: a trtcheck converter bug or gap"
+_SHAPE_STAGE = (
+    "shape analysis: the engine would be built from metadata the model does not follow, e.g. a PyTorch meta "
+    "function that disagrees with its CPU kernel"
+)
+_ENGINE_STAGE = (
+    "engine build failed: the backend refused an ONNX model that passed onnx.checker's full check, "
+    "an engine limitation rather than a converter bug"
+)
 
 
 def _flat_inputs(gm: torch.fx.GraphModule, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> list[Any]:

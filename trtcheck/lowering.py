@@ -17,6 +17,7 @@ import torch
 import torch.fx
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
+from trtcheck.decompositions import core_aten_table
 from trtcheck.errors import LoweringError
 
 try:  # generates a graph's Python code on first use, not on every change: partitioning 100k nodes
@@ -57,7 +58,7 @@ def is_aten_graph(gm: torch.fx.GraphModule) -> bool:
 
 
 def lower(
-    model: torch.nn.Module,
+    model: torch.nn.Module | torch.export.ExportedProgram,
     example_inputs: Sequence[Any],
     example_kwargs: Mapping[str, Any] | None = None,
 ) -> torch.fx.GraphModule:
@@ -66,11 +67,16 @@ def lower(
     An ATen ``GraphModule`` is returned as it is (only its missing ``meta["val"]`` are filled in): passes
     that need to rewrite a graph they do not own copy it first (``copy_graph_module``), which for large
     graphs costs more than partitioning itself.
+
+    A ``torch.export.ExportedProgram`` (a ``.pt2`` file's content) is lowered as it is, without tracing
+    again: only its core-ATen decompositions are run, so the graph is the one the user exported.
     """
+    if isinstance(model, torch.export.ExportedProgram):
+        return lower_program(model)
     if not isinstance(model, torch.nn.Module):
         raise LoweringError(
-            f"expected a torch.nn.Module or torch.fx.GraphModule, got {type(model).__name__}: wrap a function "
-            "in an nn.Module whose forward calls it"
+            f"expected a torch.nn.Module, torch.fx.GraphModule or torch.export.ExportedProgram, got "
+            f"{type(model).__name__}: wrap a function in an nn.Module whose forward calls it"
         )
     if not isinstance(example_inputs, (tuple, list)):
         raise LoweringError(
@@ -94,6 +100,12 @@ def independent_inputs(args: Sequence[Any], kwargs: Mapping[str, Any] | None = N
     def own(value: Any) -> Any:
         if not isinstance(value, torch.Tensor):
             return value
+        if value.layout != torch.strided:  # it has no storage to compare, and export cannot take it
+            raise LoweringError(
+                f"an example input is a {value.layout} tensor (shape {tuple(value.shape)}): trtcheck compiles "
+                "models over dense (strided) tensors only. Fix: pass it dense (x.to_dense()) and, if an op "
+                "needs it sparse, convert it inside forward; the sparse ops then run in PyTorch"
+            )
         storage = value.untyped_storage()
         key = (storage.data_ptr(), storage.nbytes())
         if key in seen and storage.nbytes():
@@ -137,11 +149,22 @@ def _export(model: torch.nn.Module, args: tuple, kwargs: dict) -> torch.fx.Graph
             "example inputs match forward's signature, or pass a torch.fx.GraphModule of ATen ops instead."
         ) from error
     try:
-        program = program.run_decompositions()
+        program = program.run_decompositions(core_aten_table())
     except Exception as error:
         raise LoweringError(
             f"decomposing {type(model).__name__} to core ATen failed: {type(error).__name__}: {error}"
         ) from error
+    gm = program.module()
+    _drop_guards(gm)
+    return gm
+
+
+def lower_program(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+    """The core-ATen ``GraphModule`` of an already exported program (no second trace)."""
+    try:
+        program = program.run_decompositions(core_aten_table())
+    except Exception as error:
+        raise LoweringError(f"decomposing the exported program to core ATen failed: {type(error).__name__}: {error}") from error
     gm = program.module()
     _drop_guards(gm)
     return gm

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Union
@@ -18,7 +19,7 @@ import torch.fx
 from trtcheck.errors import SettingsError
 
 OpSpec = Union[str, torch._ops.OpOverload, torch._ops.OpOverloadPacket]
-SEGMENTATIONS = ("naive", "dependency_aware")
+SEGMENTATIONS = ("naive", "dependency_aware", "optimal")
 
 
 @dataclass
@@ -33,15 +34,31 @@ class Settings:
             without an overload matches every overload.
         torch_executed_modules: submodules forced to PyTorch, by class name (``"BasicBlock"`` or its
             qualified ``"torchvision.models.resnet.BasicBlock"``) or by qualified path (``"layer1.0"``).
-        segmentation: ``"dependency_aware"`` (default, fewer segments) or ``"naive"`` (one linear pass).
+        segmentation: ``"dependency_aware"`` (default, fewer segments), ``"naive"`` (one linear pass) or
+            ``"optimal"`` (the fewest segments the graph's dependencies allow, then the fewest bytes crossing
+            boundaries; never more segments than ``"dependency_aware"``: ``trtcheck.partitioning.optimal``).
         require_full_compilation: demand exactly one TensorRT segment, or fail naming what prevents it.
+        precision: what the TensorRT builder may compute in: ``"fp32"`` (default: the network is built
+            strongly typed, every tensor keeps the ONNX model's dtype), ``"fp16"`` or ``"bf16"`` (TensorRT
+            may pick kernels of that precision for float32 layers, so results round like that dtype).
+            ONNX Runtime always runs the model's own dtypes and ignores it.
+        workspace_size: the TensorRT builder's workspace limit in bytes (default 1 GiB); 0 leaves
+            TensorRT's own default (the device's memory).
+        engine_cache: reuse TensorRT engines built earlier for the same ONNX, TensorRT version, device
+            and builder settings (``trtcheck.engines.cache``).
+        engine_cache_dir: where cached engines live; None reads ``$TRTCHECK_ENGINE_CACHE_DIR``, else
+            ``~/.cache/trtcheck/engines``.
     """
 
     min_block_size: int = 5
     torch_executed_ops: Sequence[OpSpec] = field(default_factory=list)
     torch_executed_modules: Sequence[str] = field(default_factory=list)
-    segmentation: Literal["naive", "dependency_aware"] = "dependency_aware"
+    segmentation: Literal["naive", "dependency_aware", "optimal"] = "dependency_aware"
     require_full_compilation: bool = False
+    precision: Literal["fp32", "fp16", "bf16"] = "fp32"
+    workspace_size: int = 1 << 30
+    engine_cache: bool = True
+    engine_cache_dir: str | os.PathLike | None = None
 
     @classmethod
     def coerce(cls, settings: Any) -> Settings:
@@ -89,6 +106,7 @@ class Settings:
                 f"require_full_compilation must be True or False, got {self.require_full_compilation!r} "
                 f"({type(self.require_full_compilation).__name__})"
             )
+        _validate_engine_settings(self)
         for name, what in (("torch_executed_ops", "op names"), ("torch_executed_modules", "module names")):
             value = getattr(self, name)
             if isinstance(value, (str, bytes)):
@@ -106,6 +124,35 @@ class Settings:
                     f"name like 'BasicBlock'), got {_describe_entry(spec)}"
                 )
         resolve_ops(self.torch_executed_ops)
+
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+
+
+def _validate_engine_settings(settings: Settings) -> None:
+    """The TensorRT builder's settings: ``precision``, ``workspace_size``, ``engine_cache``, ``engine_cache_dir``."""
+    precision = settings.precision
+    if not isinstance(precision, str) or precision not in PRECISIONS:
+        aliases = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
+        alias = aliases.get(str(precision).removeprefix("torch.")) if isinstance(precision, (str, torch.dtype)) else None
+        hint = f": write {alias!r}" if alias else ""
+        raise SettingsError(f"precision must be one of {', '.join(map(repr, PRECISIONS))}, got {precision!r}{hint}")
+    size = settings.workspace_size
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise SettingsError(
+            f"workspace_size must be a number of bytes >= 0 (0: TensorRT's default), got {size!r} "
+            f"({type(size).__name__}); e.g. workspace_size=2 << 30 for 2 GiB"
+        )
+    if not isinstance(settings.engine_cache, bool):
+        raise SettingsError(
+            f"engine_cache must be True or False, got {settings.engine_cache!r} ({type(settings.engine_cache).__name__})"
+        )
+    directory = settings.engine_cache_dir
+    if directory is not None and (not isinstance(directory, (str, os.PathLike)) or not os.fspath(directory)):
+        raise SettingsError(
+            f"engine_cache_dir must be a directory path or None ($TRTCHECK_ENGINE_CACHE_DIR or "
+            f"~/.cache/trtcheck/engines), got {directory!r}; engine_cache=False turns the cache off"
+        )
 
 
 _EXAMPLES = {"torch_executed_ops": "aten::relu", "torch_executed_modules": "layer1.0"}

@@ -67,8 +67,35 @@ def random_like(value: Any, generator: torch.Generator | None = None) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class ShapeMismatch:
+    """A boundary value whose shape or dtype, when the segments run on the example inputs, is not its metadata's."""
+
+    segment: int  # the index of the segment that produced it, when it was found
+    node: torch.fx.Node
+    expected: str  # what the metadata says, e.g. "[5] torch.float32"
+    got: str
+
+    def __str__(self) -> str:
+        return f"segment @{self.segment}: {self.node.name} is {self.got}, metadata says {self.expected}"
+
+
 def confirm_shapes(partition: Partition, flat_inputs: Sequence[Any]) -> None:
     """Run the segments in order on copies of ``flat_inputs`` (one per placeholder); raise on any mismatch."""
+    mismatches = find_mismatches(partition, flat_inputs)
+    if mismatches:
+        raise ShapeMismatchError(str(mismatches[0]))
+
+
+def find_mismatches(partition: Partition, flat_inputs: Sequence[Any]) -> list[ShapeMismatch]:
+    """Every boundary value whose shape or dtype differs from its metadata, the segments run in order on
+    copies of ``flat_inputs`` (one per placeholder).
+
+    A mismatch does not stop the run: later segments get the value the earlier ones really produced (as the
+    compiled module would), so every mismatch is found. Should a segment then fail on such a value, the run
+    stops there with the mismatches found so far; a segment that fails with none found is the model failing
+    on its own example inputs, and that error propagates.
+    """
     gm = partition.graph_module
     placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
     if len(placeholders) != len(flat_inputs):
@@ -78,28 +105,36 @@ def confirm_shapes(partition: Partition, flat_inputs: Sequence[Any]) -> None:
     state = {node: operator.attrgetter(node.target)(gm) for node in gm.graph.nodes if is_mutable_state(node)}
     saved = {node: tensor.clone() for node, tensor in state.items()}
     values.update(state)
+    mismatches: list[ShapeMismatch] = []
     try:
         with torch.no_grad():
             for index, segment in enumerate(partition.segments):
-                outputs = segment_module(gm, segment)(*(values[v] for v in segment.inputs))
+                try:
+                    outputs = segment_module(gm, segment)(*(values[v] for v in segment.inputs))
+                except Exception:
+                    if mismatches:  # most likely the mismatch's doing: report it, not its consequence
+                        break
+                    raise
                 for node, value in zip(segment.outputs, outputs):
-                    _check(index, node, value)
+                    mismatch = _check(index, node, value)
+                    if mismatch is not None:
+                        mismatches.append(mismatch)
                     values[node] = value
     finally:
         with torch.no_grad():
             for node, tensor in state.items():
                 tensor.copy_(saved[node])
+    return mismatches
 
 
-def _check(index: int, node: torch.fx.Node, value: Any) -> None:
+def _check(index: int, node: torch.fx.Node, value: Any) -> ShapeMismatch | None:
     meta = node.meta.get("val")
     if not isinstance(meta, torch.Tensor):
-        return
-    if not isinstance(value, torch.Tensor):
-        raise ShapeMismatchError(f"segment @{index}: {node.name} gave {type(value).__name__}, metadata says Tensor")
+        return None
     expected = meta_shape(meta)
+    if not isinstance(value, torch.Tensor):
+        return ShapeMismatch(index, node, f"{list(expected)} {meta.dtype}", type(value).__name__)
     got = tuple(value.shape)
     if len(expected) != len(got) or any(e not in (-1, g) for e, g in zip(expected, got)) or value.dtype != meta.dtype:
-        raise ShapeMismatchError(
-            f"segment @{index}: {node.name} is {list(got)} {value.dtype}, metadata says {list(expected)} {meta.dtype}"
-        )
+        return ShapeMismatch(index, node, f"{list(expected)} {meta.dtype}", f"{list(got)} {value.dtype}")
+    return None

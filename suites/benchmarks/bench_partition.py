@@ -7,7 +7,8 @@ settings: dependency-aware, min_block_size 5) on a graph with ~10% ops without a
 100k/10k time ratio (linear scaling gives ~10). Two families: ``tensor`` (Tensor-valued ops and tuple ops,
 what core-ATen graphs of static-shape models contain) and ``with-ints`` (adds ``sym_size`` producers and
 int consumers, which exercises the copy rule and therefore a copy of the user's graph).
-Then, on the ``tensor`` graphs, torch.fx's ``CapabilityBasedPartitioner`` (``propose_partitions``) and
+Then ``segmentation="optimal"`` with min_block_size 1 and 5, next to dependency_aware with min_block_size 1
+(issue 13 asks for under 2 s at 100k nodes). Then, on the ``tensor`` graphs, torch.fx's ``CapabilityBasedPartitioner`` (``propose_partitions``) and
 ``_SplitterBase`` (construction, which includes a ShapeProp run, plus ``put_nodes_into_subgraphs``) with
 the same support predicate, on every size they are predicted to finish within ``--budget`` seconds
 (cubic growth from the previous size: CapabilityBasedPartitioner took 0.34 s at 1k nodes and 299 s at 10k), and the ratio of their time to trtcheck's.
@@ -32,13 +33,13 @@ def make_graph(num_nodes: int, ops, seed: int = 0):
     return build_graph(random_recipe(round(num_nodes / nodes_per_step), 0.1, seed, ops))
 
 
-def time_partition(graph, repeat: int) -> tuple[float, trtcheck.Partition]:
-    """Best of ``repeat`` runs of ``trtcheck.partition`` with the default settings."""
+def time_partition(graph, repeat: int, settings: trtcheck.Settings | None = None) -> tuple[float, trtcheck.Partition]:
+    """Best of ``repeat`` runs of ``trtcheck.partition`` with ``settings`` (default: the defaults)."""
     support = supports_all_but()
     best, result = float("inf"), None
     for _ in range(repeat):
         start = time.perf_counter()
-        result = trtcheck.partition(graph.graph_module, graph.example_inputs, trtcheck.Settings(), support)
+        result = trtcheck.partition(graph.graph_module, graph.example_inputs, settings or trtcheck.Settings(), support)
         best = min(best, time.perf_counter() - start)
     return best, result
 
@@ -66,6 +67,28 @@ def _splitter_base(graph, support) -> None:
         sys.argv = argv
     splitter = _SplitterBase(graph.graph_module, graph.example_inputs, create_op_support(lambda m, n: support(n)), settings)
     splitter.put_nodes_into_subgraphs()
+
+
+OPTIMAL_SETTINGS = {
+    "optimal, min_block_size 1": trtcheck.Settings(min_block_size=1, segmentation="optimal"),
+    "optimal, min_block_size 5": trtcheck.Settings(segmentation="optimal"),  # runs every candidate
+    "dependency_aware, mbs 1": trtcheck.Settings(min_block_size=1),
+}
+
+
+def time_optimal(sizes: list[int], repeat: int) -> None:
+    """``segmentation="optimal"`` (issue 13: under 2 s at 100k nodes) against dependency_aware, per family.
+
+    With min_block_size 1 it runs the leveling alone; with min_block_size > 1 it also runs
+    dependency_aware and naive through the rules and keeps the best, so it costs about three partitions.
+    """
+    for family, ops in FAMILIES.items():
+        for size in sizes:
+            graph = make_graph(size, ops)
+            for label, settings in OPTIMAL_SETTINGS.items():
+                seconds, result = time_partition(graph, repeat, settings)
+                nodes = len(result.compute_nodes)
+                print(f"{family:10s} {label:27s} {nodes:>7,d} nodes: {seconds * 1000:9.1f} ms  ({result.summary()})", flush=True)
 
 
 def compare_with_fx(sizes: list[int], budget: float) -> None:
@@ -101,6 +124,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{family:10s} {nodes:>7,d} nodes: {seconds * 1000:9.1f} ms  ({result.summary()})", flush=True)
         if 10_000 in times and 100_000 in times:
             print(f"{family:10s} 100k/10k ratio: {times[100_000] / times[10_000]:.1f}", flush=True)
+    time_optimal(args.sizes, args.repeat)
     if not args.skip_fx:
         compare_with_fx(args.sizes, args.budget)
 

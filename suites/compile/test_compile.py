@@ -68,7 +68,7 @@ def test_a_segment_whose_conversion_fails_falls_back_and_is_reported():
 
 def test_a_wrong_converter_changes_the_answer():
     """The engine really runs the converted ONNX: a wrong converter is visible in the outputs."""
-    from trtcheck.converters import elementwise  # noqa: F401 - the built-in mul converter lives there
+    from trtcheck.conversion.ops import elementwise  # noqa: F401 - the built-in mul converter lives there
 
     model, inputs = build("seed_lgamma")
 

@@ -19,7 +19,7 @@ import torch
 import torch.fx
 
 from trtcheck.conversion import segment_to_onnx
-from trtcheck.converters.trt_onnx_ops import TENSORRT_ONNX_OPS, TENSORRT_ONNX_TYPES
+from trtcheck.conversion.ops.trt_onnx_ops import TENSORRT_ONNX_OPS, TENSORRT_ONNX_TYPES
 
 aten = torch.ops.aten
 

@@ -11,7 +11,7 @@ import torch
 import trtcheck.converters as converters
 from converter_cases import CASES
 from converter_harness import convert, emitted_ops, export_graph
-from trtcheck.converters.trt_onnx_ops import TENSORRT_ONNX_OPS, TENSORRT_ONNX_TYPES, TENSORRT_VERSION
+from trtcheck.conversion.ops.trt_onnx_ops import TENSORRT_ONNX_OPS, TENSORRT_ONNX_TYPES, TENSORRT_VERSION
 
 A = torch.ops.aten
 ZOO_FILE = Path(__file__).with_name("zoo_overloads.txt")

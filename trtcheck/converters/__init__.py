@@ -1,21 +1,10 @@
-"""trtcheck's converters from core-ATen overloads to ONNX, one module per op family.
+"""The documented registry API, ``trtcheck.converters.register`` & co., kept as a thin shim.
 
-Importing this package registers every built-in converter. Ops TensorRT cannot run (e.g.
-``aten.lgamma``, ``aten.digamma``) deliberately have none, so the partitioner keeps them in PyTorch.
+The converters, the registry and the interpreter live in :mod:`trtcheck.conversion` (see its
+docstring); this module only re-exports the public registry names so existing user code keeps working.
 """
 
-from trtcheck.converters import (  # noqa: F401 - imported for their registrations
-    activation,
-    creation,
-    elementwise,
-    indexing,
-    linear,
-    norm,
-    pool,
-    reduction,
-    shape,
-)
-from trtcheck.converters.registry import (
+from trtcheck.conversion.registry import (
     Converter,
     Snapshot,
     get,
@@ -24,5 +13,7 @@ from trtcheck.converters.registry import (
     registered_targets,
     unregister,
 )
+
+import trtcheck.conversion  # noqa: E402,F401 - populates the registry with the built-in converters
 
 __all__ = ["Converter", "Snapshot", "get", "is_convertible", "register", "registered_targets", "unregister"]

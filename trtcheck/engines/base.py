@@ -14,12 +14,16 @@ import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import onnx
 import torch
 
+from trtcheck import dtypes
 from trtcheck.errors import BackendError, BackendUnavailableError
+
+if TYPE_CHECKING:
+    from trtcheck.settings import Settings
 
 __all__ = [
     "BackendChoice",
@@ -80,32 +84,21 @@ class EngineBuildError(Exception):
     """An engine could not be built. The message names the backend, what failed and the fix."""
 
 
-# torch dtype -> ONNX TensorProto element type. Both backends consume ONNX models and ORT's I/O
-# binding accepts these integers directly (which, unlike numpy dtypes, also covers bfloat16).
-_ONNX_ELEM_TYPES: dict[torch.dtype, int] = {
-    torch.float32: onnx.TensorProto.FLOAT,
-    torch.float16: onnx.TensorProto.FLOAT16,
-    torch.bfloat16: onnx.TensorProto.BFLOAT16,
-    torch.float64: onnx.TensorProto.DOUBLE,
-    torch.int8: onnx.TensorProto.INT8,
-    torch.int16: onnx.TensorProto.INT16,
-    torch.int32: onnx.TensorProto.INT32,
-    torch.int64: onnx.TensorProto.INT64,
-    torch.uint8: onnx.TensorProto.UINT8,
-    torch.bool: onnx.TensorProto.BOOL,
-}
-
-
 def onnx_elem_type(dtype: torch.dtype) -> int:
-    """The ONNX element type of ``dtype``; ``EngineBuildError`` when ONNX engines cannot carry it."""
-    try:
-        return _ONNX_ELEM_TYPES[dtype]
-    except KeyError:
-        supported = ", ".join(str(d).removeprefix("torch.") for d in _ONNX_ELEM_TYPES)
+    """The ONNX element type of ``dtype``; ``EngineBuildError`` when an engine may not carry it.
+
+    Both backends consume ONNX models and ORT's I/O binding accepts these integers directly (which,
+    unlike numpy dtypes, also covers bfloat16). The one dtype table (``trtcheck.dtypes``) decides: a
+    dtype outside ``ENGINE_DTYPES`` (float64, int8, int16, uint8) would run on ONNX Runtime and then
+    not build on TensorRT, so neither backend takes it.
+    """
+    if dtype not in dtypes.ENGINE_DTYPES:
+        supported = ", ".join(sorted(str(d).removeprefix("torch.") for d in dtypes.ENGINE_DTYPES))
         raise EngineBuildError(
             f"dtype {dtype} cannot cross an engine boundary (supported: {supported}); "
             "keep the ops producing or consuming it in PyTorch"
-        ) from None
+        )
+    return dtypes.to_onnx(dtype)
 
 
 def check_model_signature(
@@ -176,10 +169,12 @@ class Engine(abc.ABC):
 
     @classmethod
     def build(
-        cls, model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], *, engines_in_model: int = 1
+        cls, model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], *, engines_in_model: int = 1,
+        settings: Settings | None = None,
     ) -> Engine:
         """An engine for one of ``engines_in_model`` engines of a compiled model; backends that tune their
-        threads to how many engines share the process override this (``OnnxRuntimeEngine``)."""
+        threads to how many engines share the process override this (``OnnxRuntimeEngine``), and backends
+        with builder options read them from ``settings`` (``TensorRTEngine``: precision, workspace, cache)."""
         return cls(model, inputs, outputs)
 
     @abc.abstractmethod
@@ -406,13 +401,15 @@ def build_engine(
     backend: str = AUTO,
     *,
     engines_in_model: int = 1,
+    settings: Settings | None = None,
 ) -> Engine:
     """Build an engine running ``model`` on ``backend`` (see ``resolve_backend``).
 
     ``inputs``/``outputs`` give the call order and the static shapes/dtypes the engine checks and
     allocates; their names must be the ONNX graph's input/output names. ``engines_in_model`` says how
     many engines the compiled model will run one after another, for backends whose best thread settings
-    depend on it (``Engine.build``).
+    depend on it (``Engine.build``). ``settings`` carries the builder options of backends that have
+    them (TensorRT's precision, workspace and engine cache); None means the defaults.
     """
     engine_cls = _BACKENDS[resolve_backend(backend)]
-    return engine_cls.build(model, tuple(inputs), tuple(outputs), engines_in_model=engines_in_model)
+    return engine_cls.build(model, tuple(inputs), tuple(outputs), engines_in_model=engines_in_model, settings=settings)

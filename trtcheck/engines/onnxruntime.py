@@ -166,8 +166,10 @@ class OnnxRuntimeEngine(Engine):
         except Exception as exc:  # ORT raises several pybind exception types (Fail, InvalidGraph, ...)
             raise EngineBuildError(
                 f"onnxruntime: could not create a session for the segment's ONNX model: {exc}. "
-                "Run onnx.checker.check_model(model, full_check=True) on it to find the faulty node, "
-                "then fix that op's converter or keep the op in PyTorch"
+                "Models from trtcheck's converters pass onnx.checker's full check first, so this is ONNX "
+                "Runtime refusing a valid model (a missing kernel for a dtype, an optimizer bug): keep "
+                "the op in PyTorch (torch_executed_ops), or, if onnx.checker.check_model(model, "
+                "full_check=True) does fail on it, fix that op's converter"
             ) from exc
         # Per-call constants, precomputed so the hot path is a few attribute reads per tensor.
         self._in = tuple((s.name, onnx_elem_type(s.dtype)) for s in self.inputs)
@@ -179,7 +181,8 @@ class OnnxRuntimeEngine(Engine):
 
     @classmethod
     def build(
-        cls, model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], *, engines_in_model: int = 1
+        cls, model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], *, engines_in_model: int = 1,
+        settings: object = None,
     ) -> OnnxRuntimeEngine:
         """The sole engine of a model spins while it runs and stops after (``stop_after_run``); one of several
         never spins (``never``), so that idle sessions leave the cores to the one running and to PyTorch.
@@ -187,7 +190,8 @@ class OnnxRuntimeEngine(Engine):
         Measured (``python suites/benchmarks/bench_segments.py --options``, quiet machine): a single
         mobilenet_v3_small engine 2.33 ms with ``stop_after_run`` against 3.15 ms with ``never`` (2.28 with
         ONNX Runtime's spinning default), resnet18 18.2 against 18.6 ms; with 18 engines (resnet18, relu
-        forced to PyTorch) ``stop_after_run`` was 43.8 ms against 31.5 ms for ``never``.
+        forced to PyTorch) ``stop_after_run`` was 43.8 ms against 31.5 ms for ``never``. ``settings`` holds
+        only TensorRT builder options today (ONNX Runtime runs the model's own dtypes), so it is not read.
         """
         spin = "stop_after_run" if engines_in_model <= 1 else "never"
         return cls(model, inputs, outputs, options=session_options(spin=spin))

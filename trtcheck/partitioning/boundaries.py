@@ -50,7 +50,7 @@ def enforce_tensor_boundaries(
         for user in list(value.users):
             if user.op == "output":
                 if targets.get(value) is Target.TENSORRT:
-                    _fall_back(value, targets, reasons, "returns a non-Tensor value from the graph")
+                    _fall_back(value, targets, reasons, f"returns the non-Tensor value {_shown(value)} from the graph")
                     changed = True
                 continue
             position = index_of.get(user)
@@ -78,13 +78,23 @@ def _fix_edge(
         index_of[_copy_into(graph, value, segment, targets, reasons)] = position
         return True
     if producer_target is Target.TENSORRT:
-        _fall_back(value, targets, reasons, f"its non-Tensor result is read by Torch node {consumer.name}")
+        _fall_back(value, targets, reasons, f"its non-Tensor result {_shown(value)} is read by Torch node {consumer.name}")
         return True
     if consumer_target is Target.TENSORRT:
         source = "graph input" if producer_target is None else "Torch node"
-        _fall_back(consumer, targets, reasons, f"reads the non-Tensor value of {source} {value.name}")
+        _fall_back(consumer, targets, reasons, f"reads the non-Tensor value of {source} {value.name}: {_shown(value)}")
         return True
     return False
+
+
+def _shown(value: torch.fx.Node) -> str:
+    """The non-Tensor value that caused a fallback, as traced (``4 (int)``, ``s0 (SymInt)``), for explain()."""
+    traced = value.meta.get("val")
+    if isinstance(traced, (tuple, list)):
+        inner = ", ".join("Tensor" if isinstance(v, torch.Tensor) else f"{v}" for v in traced)
+        return f"({inner}) ({type(traced).__name__})"
+    text = repr(traced) if traced is not None else "unknown"
+    return f"{text[:60]} ({type(traced).__name__})" if traced is not None else text
 
 
 def _fall_back(node: torch.fx.Node, targets: dict, reasons: dict, why: str) -> None:

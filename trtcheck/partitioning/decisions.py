@@ -30,7 +30,7 @@ Support = Union[None, SupportFn, OperatorSupportBase]
 def support_function(support: Support) -> SupportFn:
     """Normalize the ``support`` argument of ``partition`` to a predicate over nodes."""
     if support is None:
-        from trtcheck.converters import is_convertible  # importing populates the registry
+        from trtcheck.conversion import is_convertible  # importing populates the registry
 
         return is_convertible
     if isinstance(support, OperatorSupportBase):
@@ -45,7 +45,7 @@ def support_function(support: Support) -> SupportFn:
 
 @functools.cache
 def _registry():
-    from trtcheck.converters import registry  # importing the package populates the registry
+    from trtcheck.conversion import registry  # importing the package populates the registry
 
     return registry
 
@@ -94,8 +94,39 @@ def decide(
     if error is not None:
         return Target.TORCH, Reason(ReasonKind.VALIDATOR_ERROR, error)
     if not supported:
-        return Target.TORCH, Reason(ReasonKind.NO_CONVERTER, f"no converter accepts {_describe(node)}")
+        return Target.TORCH, Reason(ReasonKind.NO_CONVERTER, _refusal(node, supports))
     return Target.TENSORRT, Reason(ReasonKind.CONVERTIBLE)
+
+
+def _refusal(node: torch.fx.Node, supports: SupportFn) -> str:
+    """Why an unsupported node is: no converter for its overload, or a converter whose validator said no.
+
+    The two call for different fixes (register a converter, or change the dtypes/arguments the existing
+    one refuses), so the registry case names which one it was and what the validator was shown.
+    """
+    if supports is _registry_is_convertible() and node.op == "call_function":
+        if _registry().get(node.target) is None:
+            return f"no converter for {_target_name(node.target)}"
+        why = _registry().refusal(node)
+        because = f": {why}" if why else ""
+        return f"the {_target_name(node.target)} converter's validator refused {_signature(node)}{because}"
+    return f"no converter accepts {_describe(node)}"
+
+
+def _signature(node: torch.fx.Node) -> str:
+    """``float64[2, 3], 2 -> float64[2, 3]``: the inputs and output a validator judged."""
+
+    def show(value: object) -> str:
+        if isinstance(value, torch.fx.Node):
+            value = value.meta.get("val", value.name)
+        if isinstance(value, torch.Tensor):
+            return f"{str(value.dtype).removeprefix('torch.')}{list(value.shape)}"
+        if isinstance(value, (list, tuple)):
+            return "[" + ", ".join(map(show, value)) + "]"
+        return repr(value)
+
+    arguments = [show(a) for a in node.args] + [f"{k}={show(v)}" for k, v in node.kwargs.items()]
+    return f"{', '.join(arguments)} -> {show(node.meta.get('val'))}"
 
 
 def _target_name(target: object) -> str:

@@ -191,6 +191,31 @@ class Partition:
         segment = self.segment_of(node)
         return segment.target if segment is not None else None
 
+    def fall_back(self, segment: Segment, error: BaseException, stage: str = "conversion failed") -> str:
+        """Run ``segment``, a TensorRT segment that failed to compile, in PyTorch; return the reason.
+
+        ``stage`` says what failed ("conversion failed": trtcheck's converters; "engine build failed": the
+        backend, on an ONNX model that passed the checker), so a converter bug and an engine limitation
+        read apart; it ends the reason, in brackets.
+        Each of its nodes gets a ``CONVERSION_FAILED`` reason, ``fallbacks`` records the segment, and it
+        merges with neighbouring Torch segments, so the partition keeps one segment per run of a target.
+        Segment objects other than merged Torch ones keep their identity (engines are keyed by them).
+        """
+        index = next((i for i, s in enumerate(self.segments) if s is segment), None)
+        if index is None:
+            raise ValueError("fall_back() takes one of this partition's own segments (partition.segments[i])")
+        if segment.target is not Target.TENSORRT:
+            raise ValueError(f"segment @{index} already runs in {segment.target.display}: nothing to fall back from")
+        message = f"{type(error).__name__}: {str(error).strip()} [{stage}]"
+        self.fallbacks.append(f"segment @{index} ({len(segment.nodes)} nodes) runs in PyTorch: {message}")
+        segment.target = Target.TORCH
+        for node in segment.nodes:
+            self.reasons[node] = Reason(ReasonKind.CONVERSION_FAILED, message)
+        from trtcheck.partitioning.segmentation import merge_adjacent  # it imports this module
+
+        self.segments = merge_adjacent(self.segments)
+        return message
+
     @property
     def compute_nodes(self) -> list[torch.fx.Node]:
         return [node for node in self.graph_module.graph.nodes if is_compute(node)]
@@ -212,11 +237,25 @@ class Partition:
             f"{len(torch_segments)} Torch ({torch_nodes} nodes)"
         )
 
+    def explain_summary(self) -> str:
+        """Op coverage, engines with their sizes, and every Torch node grouped by reason.
+
+        What to read first when a model is slow: how much runs in TensorRT and what keeps the rest out
+        (``trtcheck.partitioning.explain.ExplainSummary`` has the same figures as data).
+        """
+        from trtcheck.partitioning.explain import ExplainSummary  # it imports this module
+
+        return ExplainSummary.of(self).format()
+
     def explain(self, nodes: Iterable[torch.fx.Node] | None = None) -> str:
-        """Where each node runs and why, one line per node: the first thing to read when a model is slow."""
+        """Where each node runs and why, one line per node: the first thing to read when a model is slow.
+
+        Without ``nodes`` (every compute node), ``explain_summary()`` comes first; a selection of nodes
+        (the blockers of ``require_full_compilation``, say) gets its lines only.
+        """
         selected = list(nodes) if nodes is not None else self.compute_nodes
         target_by_node = {node: segment.target for segment in self.segments for node in segment.nodes}
-        lines = []
+        lines = [self.explain_summary(), "where each node runs, and why:"] if nodes is None else []
         for node in selected:
             target = target_by_node.get(node)
             where = target.display if target is not None else "unplaced"

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 import torch.fx
 
 from trtcheck.partitioning.decisions import is_getitem
+from trtcheck.partitioning.optimal import optimal
 from trtcheck.partitioning.partition import Segment, Target
 
 Segmenter = Callable[[Sequence[torch.fx.Node], dict[torch.fx.Node, Target]], list[Segment]]
@@ -96,4 +97,6 @@ def merge_adjacent(segments: list[Segment]) -> list[Segment]:
     return merged
 
 
-SEGMENTERS: dict[str, Segmenter] = {"naive": naive, "dependency_aware": dependency_aware}
+# "optimal" alone segments one set of targets; the driver also runs dependency_aware for it and keeps the
+# better end result (``partitioner._best_candidate``).
+SEGMENTERS: dict[str, Segmenter] = {"naive": naive, "dependency_aware": dependency_aware, "optimal": optimal}

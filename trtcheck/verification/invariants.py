@@ -13,7 +13,7 @@ Rules (``Violation.rule``):
 - ``min_block_size``: no TensorRT segment is shorter than ``min_block_size``.
 - ``merge``: no two adjacent segments could have been one.
 - ``validator_error``: no node's reason is ``VALIDATOR_ERROR`` from a *built-in* converter (one
-  registered by ``trtcheck.converters`` itself, ``Converter.builtin``). Partitioning survives such a
+  registered by ``trtcheck.conversion.ops`` itself, ``Converter.builtin``). Partitioning survives such a
   crash (the node runs in Torch), but it is a trtcheck bug that would otherwise silently look like "no
   converter", so verification fails on it. A crash in a *user's* converter (``converters.register``,
   with or without ``override=True``) or in a user's ``support`` callable stays a reason only: it is
@@ -143,7 +143,7 @@ def _settings_honoured(partition: Partition, support: Support) -> list[Violation
 def _validator_errors(partition: Partition, support: Support) -> list[Violation]:
     """No node fell back to Torch because a built-in converter's validator raised."""
     # importing the package populates the registry
-    from trtcheck.converters import registry
+    from trtcheck.conversion import registry
 
     if support is not None and support is not registry.is_convertible:
         return []  # a user's support callable: its crashes are the user's business

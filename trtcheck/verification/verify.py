@@ -68,7 +68,7 @@ class VerificationReport:
                 lines.append(f"  input set {index}: outputs differ from eager")
                 lines += [f"    {line}" for line in str(comparison).splitlines()]
         if not self.passed:
-            lines.append("  where each node runs, and why:")
+            lines.append("  partition explained (Partition.explain):")
             lines += [f"    {line}" for line in self.partition.explain().splitlines()]
             lines.append("  partition:")
             lines += [f"    {line}" for line in str(self.partition).splitlines()]

@@ -1,9 +1,9 @@
-"""Conversion of one TensorRT segment (a standalone fx GraphModule) to an ONNX model.
+"""What a converter sees while it turns one fx node into ONNX nodes: :class:`ConversionContext`.
 
-trtcheck does not trust an exporter it did not write: every ATen overload is lowered by a converter
-from :mod:`trtcheck.converters`, and the resulting ONNX model is what TensorRT's ONNX parser (or
-ONNX Runtime on machines without a GPU) executes. The :class:`ConversionContext` is the small API
-converters use to emit ONNX nodes, so that naming, constants and dtypes are handled in one place.
+The context is the small API converters emit through (fresh value names, shared constants,
+parameters, dtypes), so that naming, constants and dtypes are handled in one place. It imports no
+converter and no registry: the registry, the op modules and the interpreter all import it, never the
+other way round, which is what keeps the conversion package free of import cycles.
 """
 
 from __future__ import annotations
@@ -17,24 +17,10 @@ import torch
 import torch.fx
 from onnx import TensorProto, helper, numpy_helper
 
-from trtcheck.converters import registry
+from trtcheck import dtypes
 
+#: The one ONNX opset trtcheck's converters emit (e.g. Reduce* axes are attributes there).
 OPSET = 17
-
-# torch dtype -> ONNX element type. float64/complex are deliberately absent: TensorRT has neither,
-# and validators reject them before conversion is ever attempted.
-_ONNX_DTYPES: dict[torch.dtype, int] = {
-    torch.float32: TensorProto.FLOAT,
-    torch.float16: TensorProto.FLOAT16,
-    torch.bfloat16: TensorProto.BFLOAT16,
-    torch.int64: TensorProto.INT64,
-    torch.int32: TensorProto.INT32,
-    torch.int16: TensorProto.INT16,
-    torch.int8: TensorProto.INT8,
-    torch.uint8: TensorProto.UINT8,
-    torch.bool: TensorProto.BOOL,
-}
-
 
 _SHARED_CONSTANT_LIMIT = 1024
 
@@ -50,11 +36,18 @@ class ConversionError(Exception):
 
 
 def onnx_dtype(dtype: torch.dtype) -> int:
-    """The ONNX element type of a torch dtype; ConversionError for dtypes TensorRT cannot hold."""
-    try:
-        return _ONNX_DTYPES[dtype]
-    except KeyError:
-        raise ConversionError(f"dtype {dtype} has no ONNX/TensorRT equivalent") from None
+    """The ONNX element type of a dtype a TensorRT segment may hold (``trtcheck.dtypes.ENGINE_DTYPES``).
+
+    ConversionError for any other dtype: ONNX could express float64 or int8, but a segment that holds
+    them would run on ONNX Runtime and then fail to build on TensorRT, so the one table refuses them.
+    """
+    if dtype not in dtypes.ENGINE_DTYPES:
+        supported = ", ".join(sorted(str(d).removeprefix("torch.") for d in dtypes.ENGINE_DTYPES))
+        raise ConversionError(
+            f"dtype {dtype} cannot be held by a TensorRT segment (supported: {supported}); "
+            "the ops producing or consuming it must stay in PyTorch"
+        )
+    return dtypes.to_onnx(dtype)
 
 
 def _static_shape(value: torch.Tensor) -> list[int | str]:
@@ -171,66 +164,4 @@ class ConversionContext:
         return None
 
 
-def _convert_node(ctx: ConversionContext, node: torch.fx.Node) -> None:
-    converter = registry.get(node.target)
-    if converter is None:
-        raise ConversionError(f"no converter for {_describe(node)}")
-    if not converter.supports(node):
-        raise ConversionError(f"the converter for {node.target} rejects {_describe(node)}")
-    try:
-        result = converter.fn(ctx, node)
-    except ConversionError:
-        raise
-    except Exception as exc:  # a converter bug must name the node it failed on
-        raise ConversionError(f"converting {_describe(node)} failed: {exc}") from exc
-    ctx.bind(node, result)
-
-
-def segment_to_onnx(gm: torch.fx.GraphModule, opset: int = OPSET) -> onnx.ModelProto:
-    """Convert a standalone one-segment GraphModule to a checked ONNX model.
-
-    Graph inputs are the placeholders (same names), outputs are ``output_0``, ``output_1``, ... in the
-    order of the fx output node. Raises ConversionError for any node that cannot be converted.
-    Converters target exactly opset 17 (e.g. Reduce* axes as attributes), so no other opset is accepted.
-    """
-    if opset != OPSET:
-        raise ValueError(f"trtcheck's converters emit ONNX opset {OPSET} only, not {opset}")
-    ctx = ConversionContext(gm)
-    inputs: list[onnx.ValueInfoProto] = []
-    outputs: list[onnx.ValueInfoProto] = []
-    for node in gm.graph.nodes:
-        if node.op == "placeholder":
-            inputs.append(_value_info(node.name, node.meta.get("val")))
-            ctx.bind(node, node.name)
-        elif node.op == "get_attr":
-            ctx.bind(node, ctx.parameter(node))
-        elif node.op == "call_function":
-            _convert_node(ctx, node)
-        elif node.op == "output":
-            results = node.args[0]
-            if isinstance(results, torch.fx.Node) or not isinstance(results, (tuple, list)):
-                results = (results,)
-            for index, result in enumerate(results):
-                if not isinstance(result, torch.fx.Node):
-                    raise ConversionError(f"segment output {index} is {result!r}, not a tensor node")
-                name = f"output_{index}"
-                if name in ctx.taken_names:
-                    raise ConversionError(f"segment value name {name!r} clashes with an ONNX output name")
-                # Always an Identity: outputs may alias inputs, constants or each other.
-                ctx.nodes.append(helper.make_node("Identity", [ctx.name(result)], [name]))
-                outputs.append(_value_info(name, result.meta.get("val")))
-        else:
-            raise ConversionError(f"unsupported {_describe(node)} in a segment")
-    graph = helper.make_graph(ctx.nodes, "trtcheck_segment", inputs, outputs, ctx.initializers)
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="trtcheck"
-    )
-    model.ir_version = min(model.ir_version, 8)  # opset 17 pairs with IR 8: older runtimes load it
-    try:
-        onnx.checker.check_model(model, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
-        raise ConversionError(f"the ONNX model of this segment is invalid: {exc}") from exc
-    return model
-
-
-__all__ = ["ConversionContext", "ConversionError", "OPSET", "onnx_dtype", "segment_to_onnx"]
+__all__ = ["OPSET", "ConversionContext", "ConversionError", "onnx_dtype"]

@@ -16,12 +16,33 @@ import torch
 import torch.fx
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trtcheck.conversion import ConversionContext
+    from trtcheck.conversion.context import ConversionContext
+
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A validator's "no" with its reason, e.g. ``output_padding (2, 3) not below stride (3, 2): ...``.
+
+    Falsy, so a validator may return it wherever it returns ``False``: every caller that asks "is this
+    convertible?" keeps working, while partitioning shows the reason (``partition.explain()``) instead
+    of a bare "the validator refused", which would leave the user guessing which argument to change.
+    """
+
+    reason: str
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return self.reason
+
 
 # A converter emits ONNX nodes for one fx node and returns the ONNX value name(s) of its result(s):
 # one name for a Tensor result, a sequence of names for a tuple/list result.
 ConverterFn = Callable[["ConversionContext", torch.fx.Node], Union[str, Sequence[str]]]
-Validator = Callable[[torch.fx.Node], bool]
+# True accepts the node; False or a Refusal (which names the reason) refuses it; raising is a bug.
+Validator = Callable[[torch.fx.Node], Union[bool, Refusal]]
 OpTarget = Union[torch._ops.OpOverload, Callable[..., Any]]
 
 
@@ -29,7 +50,7 @@ OpTarget = Union[torch._ops.OpOverload, Callable[..., Any]]
 class Converter:
     """One registered converter: the ATen overload it handles, the function and its capability check.
 
-    ``builtin`` is True for trtcheck's own converters (registered while ``trtcheck.converters`` is
+    ``builtin`` is True for trtcheck's own converters (registered while ``trtcheck.conversion.ops`` is
     imported, through ``_common.converter``) and False for anything registered later through
     :func:`register`, including a user's ``override=True`` replacement of a built-in one. A built-in
     validator that raises is a trtcheck bug, which ``check_invariants`` reports (rule ``validator_error``).
@@ -40,15 +61,24 @@ class Converter:
     validator: Validator | None = None
     builtin: bool = False
 
+    def judge(self, node: torch.fx.Node) -> tuple[bool, Exception | None, str | None]:
+        """``(accepted, error, reason)``: :meth:`check` plus why a refused node was refused (the
+        validator's :class:`Refusal`; None for a plain ``False``, which gives no reason)."""
+        if self.validator is None:
+            return True, None, None
+        try:
+            verdict = self.validator(node)
+        except Exception as error:  # noqa: BLE001 - a validator crash must mean "not convertible", never a crash
+            return False, error, None
+        if verdict:
+            return True, None, None
+        return False, None, verdict.reason if isinstance(verdict, Refusal) else None
+
     def check(self, node: torch.fx.Node) -> tuple[bool, Exception | None]:
         """``(accepted, error)``: whether this converter can convert ``node``, and the exception its
         validator raised (then ``accepted`` is False), so a crash is never mistaken for a refusal."""
-        if self.validator is None:
-            return True, None
-        try:
-            return bool(self.validator(node)), None
-        except Exception as error:  # noqa: BLE001 - a validator crash must mean "not convertible", never a crash
-            return False, error
+        accepted, error, _ = self.judge(node)
+        return accepted, error
 
     def supports(self, node: torch.fx.Node) -> bool:
         """True when this converter can convert ``node``; a validator that raises counts as "no"
@@ -110,6 +140,12 @@ def check_node(node: torch.fx.Node) -> tuple[bool, Exception | None]:
     if converter is None:
         return False, None
     return converter.check(node)
+
+
+def refusal(node: torch.fx.Node) -> str | None:
+    """Why the registered converter refuses ``node`` (None: no converter, accepted, or its validator raised)."""
+    converter = _REGISTRY.get(node.target) if node.op == "call_function" else None
+    return None if converter is None else converter.judge(node)[2]
 
 
 def is_convertible(node: torch.fx.Node) -> bool:

@@ -1,0 +1,76 @@
+"""The TensorRT backend on real TensorRT and a CUDA GPU: skipped, with the reason, wherever either is missing.
+
+These are the checks the fake ``tensorrt`` of ``suites/engines/test_engines_tensorrt.py`` cannot make: that
+TensorRT's real parser, builder and runtime accept what trtcheck hands them, and compute what eager does.
+"""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+import torch
+from onnx import helper
+
+import trtcheck
+from trtcheck.engines import TensorRTEngine, TensorSpec, build_engine
+
+REASON = TensorRTEngine.unavailable_reason()
+pytestmark = [pytest.mark.tensorrt, pytest.mark.skipif(REASON is not None, reason=f"needs TensorRT and a CUDA GPU: missing {REASON}")]
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.linear = torch.nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        h = torch.relu(self.conv(x)).mean(dim=(2, 3))
+        return self.linear(h) - y  # two inputs: bound by name, not position
+
+
+def example(dtype=torch.float32):
+    torch.manual_seed(0)
+    model = Block().eval().cuda().to(dtype)
+    return model, (torch.randn(2, 3, 16, 16, device="cuda", dtype=dtype), torch.randn(2, 4, device="cuda", dtype=dtype))
+
+
+def test_fp32_matches_eager_and_the_second_build_is_a_cache_hit(tmp_path):
+    model, inputs = example()
+    settings = trtcheck.Settings(min_block_size=1, engine_cache_dir=str(tmp_path))
+    torch.backends.cudnn.allow_tf32 = False
+    first = trtcheck.compile(model, inputs, settings, backend="tensorrt")
+    assert first.partition.fallbacks == [] and first.engines
+    assert all(isinstance(e, TensorRTEngine) and e.cache_event.startswith("stored") for e in first.engines.values())
+    with torch.inference_mode():
+        torch.testing.assert_close(first(*inputs), model(*inputs), rtol=1e-4, atol=1e-4)
+    second = trtcheck.compile(model, inputs, settings, backend="tensorrt")
+    assert all(e.cache_event == "hit" for e in second.engines.values())
+    with torch.inference_mode():
+        torch.testing.assert_close(second(*inputs), first(*inputs), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32-model", "fp16-model"])
+def test_fp16_precision_is_within_fp16_tolerance(tmp_path, dtype):
+    model, inputs = example(dtype)
+    settings = trtcheck.Settings(min_block_size=1, precision="fp16", engine_cache_dir=str(tmp_path))
+    report = trtcheck.verify(model, inputs, settings, backend="tensorrt", rtol=1e-2, atol=1e-2)
+    assert report.passed, str(report)
+
+
+def test_an_engine_binds_by_name_and_returns_cpu_results_for_cpu_inputs(tmp_path):
+    a, b, out = (TensorSpec(n, (2, 3), torch.float32) for n in ("a", "b", "out"))
+    graph = helper.make_graph(
+        [helper.make_node("Sub", ["a", "b"], ["out"])], "segment",
+        [helper.make_tensor_value_info(s.name, onnx.TensorProto.FLOAT, list(s.shape)) for s in (a, b)],
+        [helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, [2, 3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    engine = build_engine(model, [b, a], [out], backend="tensorrt", settings=trtcheck.Settings(engine_cache_dir=str(tmp_path)))
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    (result,) = engine(y, x)  # the specs say b first
+    assert result.device.type == "cpu"
+    torch.testing.assert_close(result, x - y)
+    (on_gpu,) = engine(y.cuda(), x.cuda())
+    torch.cuda.synchronize()
+    torch.testing.assert_close(on_gpu.cpu(), x - y)

@@ -1,0 +1,145 @@
+"""The interpreter: one TensorRT segment (a standalone fx GraphModule) -> one checked ONNX model.
+
+trtcheck does not trust an exporter it did not write: every ATen overload is lowered by a converter
+from :mod:`trtcheck.conversion.ops`, and the resulting ONNX model is what TensorRT's ONNX parser (or
+ONNX Runtime on machines without a GPU) executes.
+"""
+
+from __future__ import annotations
+
+import onnx
+import torch
+import torch.fx
+from onnx import helper
+
+from trtcheck.conversion import registry
+from trtcheck.conversion.context import OPSET, ConversionContext, ConversionError, _describe, _value_info
+
+
+def _convert_node(ctx: ConversionContext, node: torch.fx.Node) -> None:
+    converter = registry.get(node.target)
+    if converter is None:
+        raise ConversionError(f"no converter for {_describe(node)}")
+    accepted, error, reason = converter.judge(node)
+    if not accepted:
+        why = f": {reason}" if reason else (f" (its validator raised {type(error).__name__}: {error})" if error else "")
+        raise ConversionError(f"the converter for {node.target} rejects {_describe(node)}{why}")
+    try:
+        result = converter.fn(ctx, node)
+    except ConversionError:
+        raise
+    except Exception as exc:  # a converter bug must name the node it failed on
+        raise ConversionError(f"converting {_describe(node)} failed: {exc}") from exc
+    ctx.bind(node, result)
+
+
+def _live(
+    nodes: list[onnx.NodeProto], initializers: list[onnx.TensorProto], outputs: list[str]
+) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """The nodes and initializers the graph outputs depend on, in their order.
+
+    A converter may leave a value unused (``addmm`` reads a transposed weight directly, leaving the
+    ``permute`` node's Transpose behind); dead nodes would still be optimized, and mis-optimized, by the
+    engine, so they are dropped here rather than in every converter.
+    """
+    needed = set(outputs)
+    live: list[onnx.NodeProto] = []
+    for node in reversed(nodes):
+        if any(name in needed for name in node.output):
+            live.append(node)
+            needed.update(name for name in node.input if name)
+    live.reverse()
+    return live, [t for t in initializers if t.name in needed]
+
+
+def _shown(elem_type: int, dims: list[int | str]) -> str:
+    return f"{dims} {onnx.helper.tensor_dtype_to_np_dtype(elem_type).name if elem_type else '?'}"
+
+
+def _check_outputs(model: onnx.ModelProto, results: list[torch.fx.Node]) -> None:
+    """ConversionError naming the first output whose ONNX shape or dtype differs from the graph's metadata.
+
+    The outputs are declared from the metadata (``_value_info``), so what the converters computed is
+    inferred on a copy whose outputs declare nothing, with data propagation: that sees through a
+    ``Shape -> Concat -> Reshape`` that the checker's own inference leaves unknown (and then accepts),
+    and would otherwise reach the engine and fail only when the compiled module runs. A model the
+    inference cannot get through is left to the checker, which reports it.
+    """
+    bare = onnx.ModelProto()
+    bare.CopyFrom(model)
+    for output in bare.graph.output:
+        output.ClearField("type")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(bare, check_type=True, strict_mode=True, data_prop=True)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError):
+        return
+    for index, (declared, got, result) in enumerate(zip(model.graph.output, inferred.graph.output, results)):
+        want_type = declared.type.tensor_type
+        if not got.type.HasField("tensor_type"):
+            continue
+        got_type = got.type.tensor_type
+        want_dims = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in want_type.shape.dim]
+        got_dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in got_type.shape.dim]
+        known = got_type.HasField("shape") and all(isinstance(d, int) for d in got_dims)
+        static = all(isinstance(d, int) for d in want_dims)
+        wrong_type = got_type.elem_type not in (0, want_type.elem_type)
+        wrong_shape = known and static and got_dims != want_dims
+        if wrong_type or wrong_shape:
+            raise ConversionError(
+                f"output {index} (%{result.name}): the converted ONNX gives {_shown(got_type.elem_type, got_dims)}, "
+                f"the graph's metadata says {_shown(want_type.elem_type, want_dims)}"
+            )
+
+
+def segment_to_onnx(gm: torch.fx.GraphModule, opset: int = OPSET) -> onnx.ModelProto:
+    """Convert a standalone one-segment GraphModule to a checked ONNX model.
+
+    Graph inputs are the placeholders (same names), outputs are ``output_0``, ``output_1``, ... in the
+    order of the fx output node. Raises ConversionError for any node that cannot be converted.
+    Converters target exactly opset 17 (e.g. Reduce* axes as attributes), so no other opset is accepted.
+    """
+    if opset != OPSET:
+        raise ValueError(f"trtcheck's converters emit ONNX opset {OPSET} only, not {opset}")
+    ctx = ConversionContext(gm)
+    inputs: list[onnx.ValueInfoProto] = []
+    outputs: list[onnx.ValueInfoProto] = []
+    output_nodes: list[torch.fx.Node] = []
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            inputs.append(_value_info(node.name, node.meta.get("val")))
+            ctx.bind(node, node.name)
+        elif node.op == "get_attr":
+            ctx.bind(node, ctx.parameter(node))
+        elif node.op == "call_function":
+            _convert_node(ctx, node)
+        elif node.op == "output":
+            results = node.args[0]
+            if isinstance(results, torch.fx.Node) or not isinstance(results, (tuple, list)):
+                results = (results,)
+            for index, result in enumerate(results):
+                if not isinstance(result, torch.fx.Node):
+                    raise ConversionError(f"segment output {index} is {result!r}, not a tensor node")
+                name = f"output_{index}"
+                if name in ctx.taken_names:
+                    raise ConversionError(f"segment value name {name!r} clashes with an ONNX output name")
+                # Always an Identity: outputs may alias inputs, constants or each other.
+                ctx.nodes.append(helper.make_node("Identity", [ctx.name(result)], [name]))
+                outputs.append(_value_info(name, result.meta.get("val")))
+                output_nodes.append(result)
+        else:
+            raise ConversionError(f"unsupported {_describe(node)} in a segment")
+    nodes, initializers = _live(ctx.nodes, ctx.initializers, [o.name for o in outputs])
+    graph = helper.make_graph(nodes, "trtcheck_segment", inputs, outputs, initializers)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="trtcheck"
+    )
+    model.ir_version = min(model.ir_version, 8)  # opset 17 pairs with IR 8: older runtimes load it
+    _check_outputs(model, output_nodes)
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        raise ConversionError(f"the ONNX model of this segment is invalid: {exc}") from exc
+    return model
+
+
+__all__ = ["OPSET", "segment_to_onnx"]

@@ -1,0 +1,160 @@
+"""Pooling (2D/3D, as TensorRT's pooling layers): max, average, adaptive average.
+
+PyTorch's ``ceil_mode`` differs from ONNX's (PyTorch drops a last window that would start in the
+right padding), so max pooling instead pads the end explicitly to the output size PyTorch computed;
+max pooling ignores padding, which makes this exact.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+
+from trtcheck.conversion.arguments import BoundArgs
+from trtcheck.conversion.ops._common import (
+    FLOAT,
+    aten,
+    cast,
+    converter,
+    onnx_accepts,
+    only_first_output_used,
+    out_meta,
+    refuse,
+)
+from trtcheck.conversion.ops.shape import reshape
+from trtcheck.conversion.registry import Refusal
+
+if TYPE_CHECKING:  # pragma: no cover - the context imports the registry, not vice versa
+    from trtcheck.conversion.context import ConversionContext
+
+
+def _expand(value: Any, count: int, default: int) -> list[int]:
+    if value is None or (isinstance(value, (list, tuple)) and not value):
+        return [default] * count
+    values = [value] if isinstance(value, int) else list(value)
+    return values * count if len(values) == 1 else values
+
+
+def _pool_args(args: BoundArgs) -> tuple[list[int], list[int], list[int], list[int], bool]:
+    """(kernel, stride, padding, dilation, ceil_mode) of max_poolNd(_with_indices) / avg_poolNd."""
+    spatial = args.meta("self").dim() - 2
+    kernel = _expand(args.kernel_size, spatial, 1)
+    stride = _expand(args.stride, spatial, 1) if args.stride else kernel
+    padding = _expand(args.padding, spatial, 0)
+    dilation = _expand(args.dilation, spatial, 1) if "dilation" in args else [1] * spatial
+    return kernel, stride, padding, dilation, bool(args.ceil_mode)
+
+
+def _pool_ok(args: BoundArgs) -> bool | Refusal:
+    spatial = args.meta("self").dim() - 2
+    kernel, stride, padding, dilation, _ = _pool_args(args)
+    if spatial not in (2, 3):
+        return refuse(f"input has {spatial} spatial dimensions; TensorRT pools 2D and 3D only")
+    if any(d != 1 for d in dilation):
+        return refuse(f"dilation {tuple(dilation)} is not 1: TensorRT's pooling has no dilation")
+    if any(p * 2 > k for p, k in zip(padding, kernel)):
+        return refuse(f"padding {tuple(padding)} is more than half the kernel {tuple(kernel)}")
+    return True
+
+
+def _max_pool_ok(args: BoundArgs) -> bool | Refusal:
+    """The indices output (TensorRT has none) must be unused."""
+    verdict = _pool_ok(args)
+    if not verdict or "with_indices" not in args.node.target._opname:
+        return verdict
+    return only_first_output_used(args)
+
+
+_POOL_CONSTANTS = ("kernel_size", "stride", "padding", "ceil_mode")
+
+
+@converter(aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default,
+           aten.max_pool2d.default, aten.max_pool3d.default, dtypes=FLOAT,
+           constants=(*_POOL_CONSTANTS, "dilation"), check=_max_pool_ok)
+def _max_pool(ctx: ConversionContext, args: BoundArgs) -> str | list[str]:
+    """MaxPool; bfloat16 pools in float32 between two Casts (opset 17's MaxPool takes no bfloat16), which
+    is exact: the maximum is one of the inputs, and bfloat16 -> float32 -> bfloat16 round-trips."""
+    kernel, stride, padding, _, _ = _pool_args(args)
+    sizes = args.meta("self").shape[2:]
+    outputs = out_meta(args.node).shape[2:]
+    dtype = out_meta(args.node).dtype
+    compute = torch.float32 if dtype == torch.bfloat16 else dtype
+    # End padding that makes ONNX's floor-mode output size equal PyTorch's (ceil_mode or not).
+    ends = [max(p, (o - 1) * s + k - n - p) for n, o, k, s, p in zip(sizes, outputs, kernel, stride, padding)]
+    x = cast(ctx, ctx.name(args.self), dtype, compute)
+    y = ctx.add("MaxPool", [x], kernel_shape=kernel, strides=stride, pads=padding + ends)
+    y = cast(ctx, y, compute, dtype)
+    return y if "with_indices" not in args.node.target._opname else [y, ""]
+
+
+def _floor_output(n: int, k: int, s: int, p: int) -> int:
+    return (n + 2 * p - k) // s + 1
+
+
+def _avg_pool_ok(args: BoundArgs) -> bool | Refusal:
+    """No divisor_override; ceil_mode only where it does not change the output size."""
+    verdict = _pool_ok(args)
+    if not verdict:
+        return verdict
+    if args.divisor_override is not None:
+        return refuse(f"divisor_override {args.divisor_override} has no ONNX AveragePool equivalent")
+    kernel, stride, padding, _, _ = _pool_args(args)
+    sizes = args.meta("self").shape[2:]
+    floor_sizes = [_floor_output(n, k, s, p) for n, k, s, p in zip(sizes, kernel, stride, padding)]
+    if floor_sizes != list(out_meta(args.node).shape[2:]):
+        return refuse(f"ceil_mode=True changes the output size to {list(out_meta(args.node).shape[2:])}")
+    return True
+
+
+# ONNX AveragePool (opset 17) takes no bfloat16, and an average in float32 would round differently
+# from PyTorch's bfloat16 pooling, so bfloat16 average pooling stays in PyTorch.
+_AVG_POOL_DTYPES = FLOAT & onnx_accepts("AveragePool") & onnx_accepts("GlobalAveragePool")
+
+
+@converter(aten.avg_pool2d.default, aten.avg_pool3d.default, dtypes=_AVG_POOL_DTYPES,
+           constants=(*_POOL_CONSTANTS, "count_include_pad", "divisor_override"), check=_avg_pool_ok)
+def _avg_pool(ctx: ConversionContext, args: BoundArgs) -> str:
+    kernel, stride, padding, _, _ = _pool_args(args)
+    return ctx.add("AveragePool", [ctx.name(args.self)], kernel_shape=kernel, strides=stride,
+                   pads=padding + padding, count_include_pad=int(bool(args.count_include_pad)))
+
+
+def _adaptive_dims(args: BoundArgs) -> tuple[list[int], list[int], bool]:
+    """``(input sizes, output sizes, batched)`` over the op's own spatial dims: the last 2 (``_2d``) or 3
+    (``_3d``). An unbatched input ((C, H, W) for 2-D) has one leading dim, not two; the output sizes come
+    from the node's metadata, which has them where the call's output_size says None (keep that size)."""
+    spatial = 3 if "3d" in args.node.target._opname else 2
+    shape = list(args.meta("self").shape)
+    return shape[-spatial:], list(out_meta(args.node).shape[-spatial:]), len(shape) == spatial + 2
+
+
+def _adaptive_ok(args: BoundArgs) -> bool | Refusal:
+    """Only when every input size is a multiple of the output size: then it is a plain AveragePool."""
+    rank = args.meta("self").dim()
+    sizes, outputs, batched = _adaptive_dims(args)
+    if rank not in (len(sizes) + 1, len(sizes) + 2):
+        return refuse(f"input has rank {rank}; {args.node.target} takes {len(sizes) + 1} or {len(sizes) + 2}")
+    if not all(n % o == 0 for n, o in zip(sizes, outputs)):
+        return refuse(f"input size {sizes} is not a multiple of output_size {outputs}")
+    return True
+
+
+@converter(aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default,
+           aten._adaptive_avg_pool3d.default, dtypes=_AVG_POOL_DTYPES, check=_adaptive_ok)
+def _adaptive_avg_pool(ctx: ConversionContext, args: BoundArgs) -> str:
+    """AveragePool with kernel = stride = input size / output size (GlobalAveragePool for output 1); an
+    unbatched input is pooled as a batch of one and reshaped back to the output's shape."""
+    sizes, outputs, batched = _adaptive_dims(args)
+    x = ctx.name(args.self)
+    if sizes == outputs:
+        return x
+    if not batched:
+        x = reshape(ctx, x, [1, *args.meta("self").shape])
+    if all(o == 1 for o in outputs):
+        y = ctx.add("GlobalAveragePool", [x])
+    else:
+        kernel = [n // o for n, o in zip(sizes, outputs)]
+        y = ctx.add("AveragePool", [x], kernel_shape=kernel, strides=kernel)
+    return y if batched else reshape(ctx, y, list(out_meta(args.node).shape))

@@ -1,0 +1,308 @@
+"""Shape and layout ops: views, permutations, concatenation, splitting, slicing, padding, scatters.
+
+Shapes are static (the shared validator guarantees it), so every view-like op becomes one Reshape to
+the shape recorded in the node's metadata, whatever mix of -1s, squeezes or flattens produced it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+import torch.fx
+
+from trtcheck.conversion.arguments import BoundArgs
+from trtcheck.conversion.ops._common import (
+    NUMERIC,
+    all_ints,
+    aten,
+    converter,
+    ints,
+    norm_dims,
+    operand,
+    operands,
+    out_dtype,
+    out_meta,
+    refuse,
+)
+from trtcheck.conversion.registry import Refusal
+
+if TYPE_CHECKING:  # pragma: no cover - the context imports the registry, not vice versa
+    from trtcheck.conversion.context import ConversionContext
+
+
+def reshape(ctx: ConversionContext, name: str, shape: Any) -> str:
+    """``name`` reshaped to a static shape."""
+    return ctx.add("Reshape", [name, ints(ctx, [int(d) for d in shape])])
+
+
+_VIEWS = (
+    aten.view.default,
+    aten._unsafe_view.default,
+    aten.reshape.default,
+    aten.squeeze.default,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.unsqueeze.default,
+    aten.flatten.using_ints,
+    aten.view_copy.default,
+)
+
+
+@converter(*_VIEWS)
+def _view(ctx: ConversionContext, args: BoundArgs) -> str:
+    return reshape(ctx, ctx.name(args.self), out_meta(args.node).shape)
+
+
+def _eval_dropout(args: BoundArgs) -> bool | Refusal:
+    if "train" in args and args.train:
+        return refuse("train=True: dropout in training mode draws random numbers")
+    return True
+
+
+@converter(aten.clone.default, aten.alias.default, aten.detach.default, aten.lift_fresh_copy.default,
+           aten.dropout.default, check=_eval_dropout)
+def _passthrough(ctx: ConversionContext, args: BoundArgs) -> str:
+    """Copies and aliases have no meaning in a functional ONNX graph: reuse the input value."""
+    return ctx.name(args["input"] if "input" in args else args.self)
+
+
+def _permutation(args: BoundArgs) -> list[int]:
+    rank = args.meta("self").dim()
+    if "dims" in args:  # permute
+        return [d % max(rank, 1) for d in args.dims]
+    perm = list(range(rank))
+    if rank >= 2:
+        a, b = (args.dim0, args.dim1) if "dim0" in args else (0, 1)
+        perm[a % rank], perm[b % rank] = perm[b % rank], perm[a % rank]
+    return perm
+
+
+@converter(aten.permute.default, aten.transpose.int, aten.t.default)
+def _transpose(ctx: ConversionContext, args: BoundArgs) -> str:
+    """Transpose; a 0-d tensor has nothing to permute (and ONNX cannot write an empty ``perm``)."""
+    x = ctx.name(args.self)
+    if args.meta("self").dim() == 0:
+        return x
+    return ctx.add("Transpose", [x], perm=_permutation(args))
+
+
+def _static_size(args: BoundArgs) -> bool | Refusal:
+    return all_ints(args.size) or refuse(f"size {args.size!r} is not all plain ints")
+
+
+@converter(aten.expand.default, check=_static_size)
+def _expand(ctx: ConversionContext, args: BoundArgs) -> str:
+    return ctx.add("Expand", [ctx.name(args.self), ints(ctx, out_meta(args.node).shape)])
+
+
+@converter(aten.cat.default, constants=("dim",))
+def _cat(ctx: ConversionContext, args: BoundArgs) -> str:
+    """Concat; inputs of different dtypes are promoted to the output dtype first, as aten.cat does."""
+    axis = args.dim % out_meta(args.node).dim()
+    return ctx.add("Concat", operands(ctx, args.tensors, out_dtype(args.node)), axis=axis)
+
+
+@converter(aten.stack.default, constants=("dim",))
+def _stack(ctx: ConversionContext, args: BoundArgs) -> str:
+    axis = args.dim % out_meta(args.node).dim()
+    pieces = [ctx.add("Unsqueeze", [x, ints(ctx, [axis])]) for x in operands(ctx, args.tensors, out_dtype(args.node))]
+    return ctx.add("Concat", pieces, axis=axis)
+
+
+def _split_sizes(args: BoundArgs) -> tuple[int, list[int]]:
+    meta = args.meta("self")
+    axis = args.dim % meta.dim()
+    if "split_sizes" in args:
+        return axis, list(args.split_sizes)
+    if "split_size" not in args:  # unbind
+        return axis, [1] * meta.shape[axis]
+    size, total = args.split_size, meta.shape[axis]
+    return axis, [min(size, total - start) for start in range(0, total, size)]
+
+
+def _split_ok(args: BoundArgs) -> bool | Refusal:
+    sizes = _split_sizes(args)[1]
+    return all(size > 0 for size in sizes) or refuse(f"split sizes {sizes} hold an empty piece")
+
+
+@converter(aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int, constants=("dim",), check=_split_ok)
+def _split(ctx: ConversionContext, args: BoundArgs) -> list[str]:
+    axis, sizes = _split_sizes(args)
+    x = ctx.name(args.self)
+    pieces = ctx.add("Split", [x, ints(ctx, sizes)], num_outputs=len(sizes), axis=axis) if len(sizes) > 1 else [x]
+    if args.node.target == aten.unbind.int:
+        return [ctx.add("Squeeze", [piece, ints(ctx, [axis])]) for piece in pieces]
+    return list(pieces)
+
+
+def _slice_range(args: BoundArgs, size: int) -> range:
+    """The positions aten.slice/slice_scatter select along their dim (Python slice semantics)."""
+    return range(size)[slice(args.start, args.end, args.step)]
+
+
+def _slice_ok(args: BoundArgs) -> bool | Refusal:
+    for name in ("dim", "start", "end", "step"):
+        value = args[name]
+        if not (value is None or (isinstance(value, int) and not isinstance(value, bool))):
+            return refuse(f"{name} {value!r} is not a constant int")
+    return True
+
+
+@converter(aten.slice.Tensor, check=_slice_ok)
+def _slice(ctx: ConversionContext, args: BoundArgs) -> str:
+    meta = args.meta("self")
+    axis = args.dim % meta.dim()
+    positions = _slice_range(args, meta.shape[axis])
+    bounds = [positions.start, positions.stop, axis, positions.step]
+    return ctx.add("Slice", [ctx.name(args.self), *(ints(ctx, [b]) for b in bounds)])
+
+
+@converter(aten.select.int, constants=("dim", "index"))
+def _select(ctx: ConversionContext, args: BoundArgs) -> str:
+    meta = args.meta("self")
+    axis = args.dim % meta.dim()
+    index = args.index % meta.shape[axis]
+    return ctx.add("Gather", [ctx.name(args.self), ints(ctx, index)], axis=axis)
+
+
+def _scatter_indices(shape: list[int], axis: int, positions: list[int]) -> np.ndarray:
+    """Indices for ScatterElements writing a ``shape`` tensor into ``positions`` along ``axis``."""
+    view = [1] * len(shape)
+    view[axis] = len(positions)
+    return np.broadcast_to(np.asarray(positions, dtype=np.int64).reshape(view), shape).copy()
+
+
+# ScatterElements, Pad and DepthToSpace take no bools in TensorRT.
+def _scatter_ok(args: BoundArgs) -> bool | Refusal:
+    if "start" in args:
+        verdict = _slice_ok(args)
+        if not verdict:
+            return verdict
+    if args.meta("src").dtype != args.meta("self").dtype:
+        return refuse(f"src is {args.meta('src').dtype}, self is {args.meta('self').dtype}")
+    return True
+
+
+@converter(aten.slice_scatter.default, aten.select_scatter.default, dtypes=NUMERIC, constants=("dim",),
+           check=_scatter_ok)
+def _slice_scatter(ctx: ConversionContext, args: BoundArgs) -> str:
+    """Writes ``src`` over the selected positions with one ScatterElements (static index tensor)."""
+    meta = args.meta("self")
+    axis = args.dim % meta.dim()
+    src = ctx.name(args.src)
+    src_shape = list(args.meta("src").shape)
+    if "index" in args:  # select_scatter
+        positions = [args.index % meta.shape[axis]]
+        src_shape.insert(axis, 1)
+        src = reshape(ctx, src, src_shape)
+    else:
+        positions = list(_slice_range(args, meta.shape[axis]))
+    indices = ctx.constant(_scatter_indices(src_shape, axis, positions), torch.int64)
+    return ctx.add("ScatterElements", [ctx.name(args.self), indices, src], axis=axis)
+
+
+def _pads_ok(args: BoundArgs) -> bool | Refusal:
+    if all_ints(args.pad) and all(p >= 0 for p in args.pad):
+        return True
+    return refuse(f"pad {args.pad!r} is not all non-negative ints (a negative pad crops)")
+
+
+@converter(aten.constant_pad_nd.default, dtypes=NUMERIC, constants=("value",), check=_pads_ok)
+def _constant_pad(ctx: ConversionContext, args: BoundArgs) -> str:
+    """aten pads are (begin, end) pairs from the last dim backwards; ONNX wants all begins, then ends."""
+    x = ctx.name(args.self)
+    pad = list(args.pad)
+    if not any(pad):
+        return x
+    rank = args.meta("self").dim()
+    begins, ends = [0] * rank, [0] * rank
+    for i in range(len(pad) // 2):
+        begins[rank - 1 - i], ends[rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    value = ctx.constant(args.value, out_dtype(args.node))
+    return ctx.add("Pad", [x, ints(ctx, begins + ends), value], mode="constant")
+
+
+def _blocking(args: BoundArgs) -> bool | Refusal:
+    return not args.non_blocking or refuse("non_blocking=True: an asynchronous copy is PyTorch's business")
+
+
+@converter(aten.copy.default, check=_blocking)
+def _copy(ctx: ConversionContext, args: BoundArgs) -> str:
+    """Functional copy_: ``src`` cast to ``self``'s dtype and broadcast to its shape."""
+    source = operand(ctx, args.src, out_dtype(args.node))
+    return ctx.add("Expand", [source, ints(ctx, out_meta(args.node).shape)])
+
+
+def _strided_indices(args: BoundArgs) -> np.ndarray:
+    size, stride = args.size, args.stride
+    offset = args.storage_offset or 0
+    index = np.full([int(s) for s in size], offset, dtype=np.int64)
+    for axis, (n, s) in enumerate(zip(size, stride)):
+        view = [1] * len(size)
+        view[axis] = n
+        index = index + (np.arange(n, dtype=np.int64) * s).reshape(view)
+    return index
+
+
+def _as_strided_ok(args: BoundArgs) -> bool | Refusal:
+    """Only over a contiguous input whose storage holds exactly its elements (what functional graphs
+    give), so that "storage" is the flattened input."""
+    meta = args.meta("self")
+    if not all_ints(args.size, args.stride, args.storage_offset or 0):
+        return refuse(f"size {args.size!r} / stride {args.stride!r} / storage_offset are not all ints")
+    if not (meta.is_contiguous() and meta.storage_offset() == 0):
+        return refuse("self is not a contiguous tensor at storage offset 0")
+    index = _strided_indices(args)
+    if index.size == 0 or (index.min() >= 0 and index.max() < meta.numel()):
+        return True
+    return refuse(f"the strided view reads outside self's {meta.numel()} elements")
+
+
+@converter(aten.as_strided.default, check=_as_strided_ok)
+def _as_strided(ctx: ConversionContext, args: BoundArgs) -> str:
+    """A Reshape when the strided view is the contiguous layout, else a Gather on the flat input."""
+    index = _strided_indices(args)
+    flat = reshape(ctx, ctx.name(args.self), [-1])
+    if np.array_equal(index.reshape(-1), np.arange(index.size)):
+        return reshape(ctx, flat, index.shape)
+    return ctx.add("Gather", [flat, ctx.constant(index, torch.int64)], axis=0)
+
+
+def _static_repeats(args: BoundArgs) -> bool | Refusal:
+    return all_ints(args.repeats) or refuse(f"repeats {args.repeats!r} is not all plain ints")
+
+
+@converter(aten.repeat.default, check=_static_repeats)
+def _repeat(ctx: ConversionContext, args: BoundArgs) -> str:
+    repeats = list(args.repeats)
+    meta = args.meta("self")
+    x = ctx.name(args.self)
+    if len(repeats) > meta.dim():
+        x = reshape(ctx, x, [1] * (len(repeats) - meta.dim()) + list(meta.shape))
+    return ctx.add("Tile", [x, ints(ctx, repeats)])
+
+
+@converter(aten.flip.default, constants=("dims",))
+def _flip(ctx: ConversionContext, args: BoundArgs) -> str:
+    """Slices with step -1 from the last element past the first."""
+    axes = norm_dims(args.dims, args.meta("self").dim()) if args.dims else []
+    x = ctx.name(args.self)
+    if not axes:
+        return x
+    n = len(axes)
+    lowest = -(2**63) + 1
+    return ctx.add("Slice", [x, ints(ctx, [-1] * n), ints(ctx, [lowest] * n), ints(ctx, axes), ints(ctx, [-1] * n)])
+
+
+def _four_dims(args: BoundArgs) -> bool | Refusal:
+    rank = args.meta("self").dim()
+    return rank == 4 or refuse(f"self has rank {rank}; DepthToSpace takes rank 4")
+
+
+@converter(aten.pixel_shuffle.default, dtypes=NUMERIC, constants=("upscale_factor",), check=_four_dims)
+def _pixel_shuffle(ctx: ConversionContext, args: BoundArgs) -> str:
+    """PyTorch's channel order is ONNX DepthToSpace's CRD mode."""
+    return ctx.add("DepthToSpace", [ctx.name(args.self)], blocksize=int(args.upscale_factor), mode="CRD")
+
