@@ -12,6 +12,7 @@ Importing the package registers the torchvision models and the hand-written fall
 
 # Import order is registration order, which ``names()`` reports: torchvision first.
 from .registry import Factory, ZooEntry, get, make_nontrivial, names, register, seeded
+
 from .torchvision_models import TORCHVISION_ZOO  # isort: skip
 from .fallback_models import FALLBACK_ZOO  # isort: skip
 from .correctness_models import CORRECTNESS_ZOO  # isort: skip

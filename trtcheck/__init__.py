@@ -1,7 +1,7 @@
 """trtcheck: prove that a PyTorch model split between TensorRT and PyTorch still computes what it did."""
 
-from trtcheck.compiler import CompilationError, CompileTimes, compile
 from trtcheck import converters  # noqa: F401 - the documented registry API, trtcheck.converters.register
+from trtcheck.compiler import CompilationError, CompileTimes, compile
 from trtcheck.errors import (
     BackendError,
     BackendUnavailableError,

@@ -63,9 +63,22 @@ _CORRECTIONS: dict[Any, Any] = {
 }
 
 
+# Core ATen ops the default table still decomposes (into arange/abs/index arithmetic) although each is one
+# ONNX op that TensorRT's parser takes (Pad, mode reflect or edge): kept whole, they reach their converters.
+_KEEP: tuple[Any, ...] = (
+    aten.reflection_pad1d.default,
+    aten.reflection_pad2d.default,
+    aten.reflection_pad3d.default,
+    aten.replication_pad2d.default,
+    aten.replication_pad3d.default,
+)
+
+
 def core_aten_table() -> Any:
-    """PyTorch's default core-ATen decomposition table, with trtcheck's corrections."""
+    """PyTorch's default core-ATen decomposition table, with trtcheck's corrections and ``_KEEP`` kept whole."""
     table = torch.export.default_decompositions()
+    for op in _KEEP:
+        table.pop(op, None)
     for op, decomposition in _CORRECTIONS.items():
         table[op] = decomposition
     return table

@@ -80,6 +80,21 @@ def to_onnx(dtype: torch.dtype) -> int:
     return value
 
 
+def engine_onnx_type(dtype: torch.dtype) -> int:
+    """The ONNX element type of ``dtype`` where a TensorRT segment may hold it (``ENGINE_DTYPES``).
+
+    ONNX could express float64 or int8, but a segment holding them would run on ONNX Runtime and then
+    fail to build on TensorRT, so converters and both engine backends refuse them through this one check.
+    """
+    if dtype not in ENGINE_DTYPES:
+        supported = ", ".join(sorted(str(d).removeprefix("torch.") for d in ENGINE_DTYPES))
+        raise UnsupportedDtypeError(
+            f"dtype {dtype} cannot be held by a TensorRT segment (supported: {supported}); "
+            "keep the ops producing or consuming it in PyTorch"
+        )
+    return to_onnx(dtype)
+
+
 def from_onnx(elem_type: int) -> torch.dtype:
     """The torch dtype of an ONNX element type."""
     try:

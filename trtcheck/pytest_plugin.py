@@ -64,7 +64,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for name, (default, _, help_text) in OPTIONS.items():
         group.addoption(f"--trtcheck-{name}", dest=f"trtcheck_{name}", default=None, help=f"{help_text} (default: {default})")
         parser.addini(f"trtcheck_{name}", help_text, default=default)
-    group.addoption("--trtcheck-allow-fallbacks", dest="trtcheck_allow_fallbacks", action="store_true", default=None, help=ALLOW_FALLBACKS_HELP)
+    group.addoption(
+        "--trtcheck-allow-fallbacks", dest="trtcheck_allow_fallbacks", action="store_true", default=None, help=ALLOW_FALLBACKS_HELP
+    )
     parser.addini("trtcheck_allow_fallbacks", ALLOW_FALLBACKS_HELP, type="bool", default=False)
 
 

@@ -11,14 +11,14 @@ import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import torch
 import torch.fx
 
 from trtcheck.errors import SettingsError
 
-OpSpec = Union[str, torch._ops.OpOverload, torch._ops.OpOverloadPacket]
+OpSpec = str | torch._ops.OpOverload | torch._ops.OpOverloadPacket
 SEGMENTATIONS = ("naive", "dependency_aware", "optimal")
 
 

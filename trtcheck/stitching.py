@@ -223,7 +223,10 @@ def _layout(example: torch.Tensor) -> tuple[int, ...] | None:
 
 def _same_value(value: Any, expected: Any) -> bool:
     if type(value) is not type(expected) and not (
-        isinstance(value, (int, float)) and isinstance(expected, (int, float)) and not isinstance(value, bool) and not isinstance(expected, bool)
+        isinstance(value, (int, float))
+        and isinstance(expected, (int, float))
+        and not isinstance(value, bool)
+        and not isinstance(expected, bool)
     ):
         return False
     try:

@@ -183,7 +183,11 @@ def _attribute(module: Any, attribute: str, spec: str) -> Any:
         if not hasattr(value, part):
             public = [n for n in dir(value) if not n.startswith("_")]
             close = difflib.get_close_matches(part, public, n=3, cutoff=0.5)
-            callables = [n for n in public if callable(getattr(value, n, None)) and getattr(getattr(value, n), "__module__", None) == getattr(module, "__name__", None)]
+            callables = [
+                n
+                for n in public
+                if callable(getattr(value, n, None)) and getattr(getattr(value, n), "__module__", None) == getattr(module, "__name__", None)
+            ]
             hint = (
                 f"; did you mean {', '.join(map(repr, close))}?"
                 if close

@@ -1,6 +1,6 @@
 """Stitched modules against eager PyTorch and one whole-model ONNX Runtime session, in one run.
 
-    python suites/benchmarks/bench_compile.py [--models resnet18 mobilenet_v3_small] [--repeat 20]
+    python -m suites.benchmarks.bench_compile [--models resnet18 mobilenet_v3_small] [--repeat 20]
 
 Prints, per model: median latency of eager, of the stitched module (default settings, ONNX Runtime
 backend) and of one ONNX Runtime session over the whole model's ONNX (trtcheck's converters, all nodes in
@@ -18,13 +18,14 @@ measure the CPU's denormal handling, not partitioning.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 
 import torch
 
-import trtcheck_zoo as models
 import trtcheck
+import trtcheck_zoo as models
 from trtcheck.conversion import segment_to_onnx
 from trtcheck.engines import TensorSpec, build_engine
 from trtcheck.partitioning.extract import segment_module
@@ -59,9 +60,9 @@ def compare_models(names, repeat: int) -> None:
         stitched = trtcheck.compile(model, inputs, backend="onnxruntime")
         whole = whole_model_engine(model, inputs)
         with torch.inference_mode():
-            eager = median_seconds(lambda: model(*inputs), repeat)
-            ours = median_seconds(lambda: stitched(*inputs), repeat)
-            single = median_seconds(lambda: whole(*inputs), repeat)
+            eager = median_seconds(functools.partial(model, *inputs), repeat)
+            ours = median_seconds(functools.partial(stitched, *inputs), repeat)
+            single = median_seconds(functools.partial(whole, *inputs), repeat)
         print(f"{name:20s} {eager * 1e3:9.2f} {ours * 1e3:12.2f} {single * 1e3:9.2f} {ours / single:15.3f} {eager / ours:15.2f}"
               f"   ({stitched.partition.summary()})", flush=True)
 

@@ -1,6 +1,6 @@
 """Partitioning speed on random core-ATen graphs: times at 1k, 10k and 100k nodes, and the scaling ratio.
 
-    python suites/benchmarks/bench_partition.py [--sizes 1000 10000 100000] [--repeat 3]
+    python -m suites.benchmarks.bench_partition [--sizes 1000 10000 100000] [--repeat 3]
 
 Prints, per graph family and size, the best of ``--repeat`` runs of ``trtcheck.partition`` (default
 settings: dependency-aware, min_block_size 5) on a graph with ~10% ops without a converter, and the
@@ -8,10 +8,11 @@ settings: dependency-aware, min_block_size 5) on a graph with ~10% ops without a
 what core-ATen graphs of static-shape models contain) and ``with-ints`` (adds ``sym_size`` producers and
 int consumers, which exercises the copy rule and therefore a copy of the user's graph).
 Then ``segmentation="optimal"`` with min_block_size 1 and 5, next to dependency_aware with min_block_size 1
-(issue 13 asks for under 2 s at 100k nodes). Then, on the ``tensor`` graphs, torch.fx's ``CapabilityBasedPartitioner`` (``propose_partitions``) and
-``_SplitterBase`` (construction, which includes a ShapeProp run, plus ``put_nodes_into_subgraphs``) with
-the same support predicate, on every size they are predicted to finish within ``--budget`` seconds
-(cubic growth from the previous size: CapabilityBasedPartitioner took 0.34 s at 1k nodes and 299 s at 10k), and the ratio of their time to trtcheck's.
+(issue 13 asks for under 2 s at 100k nodes). Then, on the ``tensor`` graphs, torch.fx's
+``CapabilityBasedPartitioner`` (``propose_partitions``) and ``_SplitterBase`` (construction, which includes
+a ShapeProp run, plus ``put_nodes_into_subgraphs``) with the same support predicate, on every size they are
+predicted to finish within ``--budget`` seconds (cubic growth from the previous size:
+CapabilityBasedPartitioner took 0.34 s at 1k nodes and 299 s at 10k), and the ratio of their time to trtcheck's.
 A benchmark, not a test: these machines are shared and noisy, so it prints numbers and asserts nothing.
 """
 
@@ -80,7 +81,8 @@ def time_optimal(sizes: list[int], repeat: int) -> None:
     """``segmentation="optimal"`` (issue 13: under 2 s at 100k nodes) against dependency_aware, per family.
 
     With min_block_size 1 it runs the leveling alone; with min_block_size > 1 it also runs
-    dependency_aware and naive through the rules and keeps the best, so it costs about three partitions.
+    dependency_aware through the rules and keeps the better, so it costs about two partitions (on the
+    ``with-ints`` graphs each candidate must insert copies, so each needs a copy of the user's graph).
     """
     for family, ops in FAMILIES.items():
         for size in sizes:
@@ -105,7 +107,8 @@ def compare_with_fx(sizes: list[int], budget: float) -> None:
             run(graph, support)
             seconds = time.perf_counter() - start
             previous = (size, seconds)
-            print(f"{name:27s} {size:>7,d} nodes: {seconds * 1000:9.1f} ms  ({seconds / ours:.0f}x trtcheck's {ours * 1000:.1f} ms)", flush=True)
+            print(f"{name:27s} {size:>7,d} nodes: {seconds * 1000:9.1f} ms  "
+                  f"({seconds / ours:.0f}x trtcheck's {ours * 1000:.1f} ms)", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:

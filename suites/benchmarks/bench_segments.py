@@ -1,6 +1,6 @@
 """Many engines sharing the machine: eager vs stitched (one engine, many segments), per ONNX Runtime option.
 
-    python suites/benchmarks/bench_segments.py [--models resnet18 mobilenet_v3_small] [--repeat 20] [--rounds 5]
+    python -m suites.benchmarks.bench_segments [--models resnet18 mobilenet_v3_small] [--repeat 20] [--rounds 5]
                                                [--options] [--keep-denormals]
 
 Per model, from one run: median latency of eager PyTorch, of the stitched module with default settings
@@ -34,13 +34,12 @@ import onnx
 import onnxruntime as ort
 import torch
 
-import trtcheck_zoo as models
 import trtcheck
+import trtcheck_zoo as models
+from suites.benchmarks.bench_compile import median_seconds
 from trtcheck.engines.onnxruntime import OnnxRuntimeEngine, default_threads, session_options
 from trtcheck.profiling import profile
 from trtcheck.stitching import EngineModule
-
-from bench_compile import median_seconds  # noqa: E402 - a sibling script (sys.path[0] is this folder)
 
 MANY = trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::relu", "aten::hardswish"])
 

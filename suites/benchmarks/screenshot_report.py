@@ -1,6 +1,6 @@
 """Screenshot a trtcheck HTML report in headless Chromium, to look at what a reader will see.
 
-    python suites/benchmarks/screenshot_report.py REPORT.html OUT.png [--width 1400 --height 2400]
+    python -m suites.benchmarks.screenshot_report REPORT.html OUT.png [--width 1400 --height 2400]
 
 The report's plots are PNGs embedded in the page; a screenshot is the only check that they render at a
 readable size next to the table. Needs Debian's ``chromium`` (``apt-get install -y chromium``). The

@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.fx
 
-import trtcheck_zoo as models
 import trtcheck
 import trtcheck.converters as converters
+import trtcheck_zoo as models
 from trtcheck import ReasonKind, Target
 from trtcheck.partitioning.partition import is_compute
 
@@ -98,7 +98,8 @@ def test_calling_with_a_wrong_shape_is_a_clear_error():
     model, inputs = build("seed_lgamma")
     stitched = trtcheck.compile(model, inputs, trtcheck.Settings(min_block_size=1))
     wrong = tuple(torch.rand(x.shape[0] + 2, *x.shape[1:]) for x in inputs)
-    with pytest.raises(trtcheck.InputMismatchError, match=r"input 'x': expected Tensor\[3, 4\] float32 .*got Tensor\[5, 4\].*compile again"):
+    expected = r"input 'x': expected Tensor\[3, 4\] float32 .*got Tensor\[5, 4\].*compile again"
+    with pytest.raises(trtcheck.InputMismatchError, match=expected):
         stitched(*wrong)
 
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-import trtcheck_zoo as models
 import trtcheck
+import trtcheck_zoo as models
 
 ONE = trtcheck.Settings(min_block_size=1)
 
@@ -116,7 +116,9 @@ def test_a_module_list_named_by_its_attribute_is_forced_to_torch():
     model, inputs = models.get("module_list_blocks").build()
     settings = trtcheck.Settings(min_block_size=1, torch_executed_modules=["blocks"])
     partition = trtcheck.partition(model, inputs, settings)
-    inside = {n for n in partition.compute_nodes if any(path.startswith("blocks.") for path, _ in n.meta.get("nn_module_stack", {}).values())}
+    inside = {
+        n for n in partition.compute_nodes if any(path.startswith("blocks.") for path, _ in n.meta.get("nn_module_stack", {}).values())
+    }
     assert len(inside) >= 3 * 2  # a linear and a gelu in each of three blocks
     for node in partition.compute_nodes:
         forced = partition.reasons[node].kind is trtcheck.ReasonKind.FORCED_MODULE

@@ -1,6 +1,6 @@
 """Collect the distinct core-ATen overloads of the torchvision model zoo (run by hand, slow).
 
-Usage: PYTHONPATH=. python suites/converters/collect_zoo_overloads.py > suites/converters/zoo_overloads.txt
+Usage: PYTHONPATH=. python -m suites.converters.collect_zoo_overloads > suites/converters/zoo_overloads.txt
 
 The output file is what ``test_registry.py`` checks against: every overload listed must have a
 converter. Re-run it when torch/torchvision are upgraded.

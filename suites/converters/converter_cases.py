@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from converter_harness import bools, nonzero_int, positive, randint, randn, unit
+from suites.converters.converter_harness import bools, nonzero_int, positive, randint, randn, unit
 
 A = torch.ops.aten
 F16 = torch.float16
@@ -553,3 +553,10 @@ case("all.dim-float-keepdim", A.all.dim, lambda x: A.all.dim(x, 0, True),
      lambda: (randint(3, 4, low=0, high=3).float(),))
 case("all.dims-all-axes", A.all.dims, lambda x: A.all.dims(x, [0, 1]), lambda: (bools(3, 4),))
 case("all.default-false", A.all.default, A.all.default, lambda: (bools(3, 4),))
+
+# The op families added after this table (padding, scatter, sorting, resize, embedding) keep their cases
+# beside their tests; every registered overload still has one here.
+from suites.converters.family_cases import FAMILY_CASES  # noqa: E402 - appended after the table it extends
+
+for _family_case in FAMILY_CASES:
+    case(*_family_case)

@@ -7,7 +7,7 @@ sample and saw no failure fails instead ("no longer fails: remove its entry"), s
 its bug. Remove entries as the fixes land.
 """
 
-from opinfo_cases import ExpectedFailure
+from suites.converters.opinfo_cases import ExpectedFailure
 
 _BATCH_NORM_STATS = (
     "not a converter bug: in training mode (and instance norm) the graph holds "

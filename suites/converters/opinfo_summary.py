@@ -1,6 +1,6 @@
 """How trtcheck's converters fare on torch's OpInfo samples: the counts issue 11's "Done means" asks for.
 
-    python suites/converters/opinfo_summary.py [--dtype float32] [--all-samples] [--samples N]
+    python -m suites.converters.opinfo_summary [--dtype float32] [--all-samples] [--samples N]
         [--ops GLOB,...] [--failures] [--alone]
 
 For each dtype (float32, float16, int64, bool, or the one given), ops and samples that were claimed by a
@@ -21,13 +21,11 @@ import logging
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import opinfo_cases as cases
 import torch
-from opinfo_expected_failures import EXPECTED_FAILURES
+
+from suites.converters import opinfo_cases as cases
+from suites.converters.opinfo_expected_failures import EXPECTED_FAILURES
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 
 import trtcheck
-from converter_cases import CASES
-from converter_harness import check, export_graph
+from suites.converters.converter_cases import CASES
+from suites.converters.converter_harness import check, export_graph
 from trtcheck import ReasonKind, Target, converters, dtypes
 from trtcheck.conversion import ConversionError, onnx_dtype, segment_to_onnx
 from trtcheck.conversion.arguments import bind
@@ -67,7 +67,7 @@ def test_bind_fills_defaults_and_reads_keywords_and_positionals_alike() -> None:
     plain = next(n for n in gm.graph.nodes if n.target == A.add.Tensor and "alpha" not in n.kwargs)
     assert bind(plain).alpha == 1  # the schema's default
     with pytest.raises(AttributeError, match=r"aten.sub.Scalar has no argument 'beta' \(its schema has: self, other, alpha\)"):
-        bind(sub).beta
+        _ = bind(sub).beta
 
 
 def test_bind_rejects_calls_that_do_not_fit_the_schema() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from converter_cases import CASES
-from converter_harness import check
+from suites.converters.converter_cases import CASES
+from suites.converters.converter_harness import check
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

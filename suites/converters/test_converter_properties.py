@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 import trtcheck.converters as converters
-from converter_harness import check, export_graph
+from suites.converters.converter_harness import check, export_graph
 
 A = torch.ops.aten
 _OPS = {

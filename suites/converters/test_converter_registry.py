@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import trtcheck.converters as converters
-from converter_cases import CASES
-from converter_harness import convert, emitted_ops, export_graph
+from suites.converters.converter_cases import CASES
+from suites.converters.converter_harness import convert, emitted_ops, export_graph
 from trtcheck.conversion.ops.trt_onnx_ops import TENSORRT_ONNX_OPS, TENSORRT_ONNX_TYPES, TENSORRT_VERSION
 
 A = torch.ops.aten

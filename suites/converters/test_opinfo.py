@@ -20,11 +20,11 @@ import pytest
 
 pytest.importorskip("expecttest", reason="torch's OpInfo database imports expecttest: pip install -e '.[dev]'")
 
-import opinfo_cases as cases
 import torch
-from opinfo_expected_failures import EXPECTED_FAILURES
 
 import trtcheck
+from suites.converters import opinfo_cases as cases
+from suites.converters.opinfo_expected_failures import EXPECTED_FAILURES
 
 PAIRS = cases.op_dtype_pairs()
 CHUNK = 64  # (op, dtype) pairs computed together: the samples of a chunk are compiled in batches

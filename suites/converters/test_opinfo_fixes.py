@@ -18,7 +18,7 @@ from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
 import trtcheck
-from converter_harness import check, export_graph
+from suites.converters.converter_harness import check, export_graph
 from trtcheck import Target, converters
 from trtcheck.compiler import CompilationError
 from trtcheck.conversion import segment_to_onnx

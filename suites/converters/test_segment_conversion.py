@@ -6,7 +6,7 @@ import onnx
 import pytest
 import torch
 
-from converter_harness import check, export_graph
+from suites.converters.converter_harness import check, export_graph
 from trtcheck.conversion import ConversionError, segment_to_onnx
 
 A = torch.ops.aten

@@ -12,8 +12,8 @@ import pytest
 import torch
 from hypothesis import given
 
-import trtcheck_zoo as models
 import trtcheck
+import trtcheck_zoo as models
 from trtcheck import ReasonKind, Target, converters
 from trtcheck.conversion.arguments import BoundArgs
 from trtcheck.conversion.ops import _common

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import trtcheck_zoo as models
-from converter_harness import check
+from suites.converters.converter_harness import check
 
 # Every zoo overload also has unit cases; the default run keeps a fast, op-diverse subset (swin_t alone
 # has 34 distinct overloads).

@@ -34,7 +34,9 @@ import onnxruntime as ort
 
 PLAN_TAG = b"FAKEPLAN"
 
-_NUMPY = {"FLOAT": np.float32, "HALF": np.float16, "INT32": np.int32, "INT64": np.int64, "BOOL": np.bool_, "INT8": np.int8, "UINT8": np.uint8}
+_NUMPY = {
+    "FLOAT": np.float32, "HALF": np.float16, "INT32": np.int32, "INT64": np.int64, "BOOL": np.bool_, "INT8": np.int8, "UINT8": np.uint8,
+}
 _FROM_ONNX = {
     onnx.TensorProto.FLOAT: "FLOAT",
     onnx.TensorProto.FLOAT16: "HALF",
@@ -287,11 +289,14 @@ def make_module(version: str = "10.99.0") -> types.ModuleType:
             self.model = model
             initializers = {init.name for init in model.graph.initializer}
             self.io: dict[str, tuple[TensorIOMode, str, tuple[int, ...]]] = {}
-            for mode, infos in ((TensorIOMode.INPUT, [vi for vi in model.graph.input if vi.name not in initializers]), (TensorIOMode.OUTPUT, model.graph.output)):
+            graph_inputs = [vi for vi in model.graph.input if vi.name not in initializers]
+            for mode, infos in ((TensorIOMode.INPUT, graph_inputs), (TensorIOMode.OUTPUT, model.graph.output)):
                 for vi in infos:
                     tensor_type = vi.type.tensor_type
                     dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim)
-                    dtype = state.output_dtype_override.get(vi.name, _FROM_ONNX[tensor_type.elem_type]) if mode is TensorIOMode.OUTPUT else _FROM_ONNX[tensor_type.elem_type]
+                    dtype = _FROM_ONNX[tensor_type.elem_type]
+                    if mode is TensorIOMode.OUTPUT:
+                        dtype = state.output_dtype_override.get(vi.name, dtype)
                     self.io[vi.name] = (mode, dtype, dims)
             names = list(self.io)
             self.order = names[::-1] if state.io_order == "reversed" else names

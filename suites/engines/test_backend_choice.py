@@ -17,13 +17,13 @@ from trtcheck.engines import (
     Engine,
     TensorSpec,
     backend_versions,
+    base,
     build_engine,
     choose_backend,
     describe_backend,
     register_backend,
     resolve_backend,
 )
-from trtcheck.engines import base
 from trtcheck.errors import BackendError, BackendUnavailableError, TrtcheckError
 
 X, Y = TensorSpec("x", (2,), torch.float32), TensorSpec("y", (2,), torch.float32)
@@ -152,7 +152,8 @@ def test_a_custom_backend_says_why_it_is_unavailable(monkeypatch):
 
     register_backend("remote", Remote)
     register_backend("legacy", Legacy)
-    with pytest.raises(BackendUnavailableError, match=r"missing a reachable inference server\. Fix: start the inference server, or use backend="):
+    expected = r"missing a reachable inference server\. Fix: start the inference server, or use backend="
+    with pytest.raises(BackendUnavailableError, match=expected):
         resolve_backend("remote")
     with pytest.raises(BackendUnavailableError, match=r"missing Legacy\.is_available\(\) returned False"):
         resolve_backend("legacy")

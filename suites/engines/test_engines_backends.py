@@ -16,12 +16,12 @@ from trtcheck.engines import (
     TensorRTEngine,
     TensorSpec,
     available_backends,
+    base,
     build_engine,
     register_backend,
     registered_backends,
     resolve_backend,
 )
-from trtcheck.engines import base
 
 X, Y = TensorSpec("x", (2,), torch.float32), TensorSpec("y", (2,), torch.float32)
 
@@ -73,7 +73,10 @@ def test_auto_is_tensorrt_with_tensorrt_and_cuda(fake_tensorrt, monkeypatch):
 @pytest.mark.parametrize(
     ("name", "match"),
     [
-        ("onnxrutime", r"unknown engine backend 'onnxrutime' \(did you mean 'onnxruntime'\?\); valid backends: auto, onnxruntime, tensorrt"),
+        (
+            "onnxrutime",
+            r"unknown engine backend 'onnxrutime' \(did you mean 'onnxruntime'\?\); valid backends: auto, onnxruntime, tensorrt",
+        ),
         ("tvm", r"unknown engine backend 'tvm'; valid backends: auto, onnxruntime, tensorrt"),
         ("", r"unknown engine backend ''"),
     ],

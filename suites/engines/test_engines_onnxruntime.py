@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-
-import numpy as np
 import onnxruntime as ort
 import pytest
 import torch

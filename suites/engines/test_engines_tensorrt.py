@@ -17,12 +17,12 @@ import re
 import sys
 from pathlib import Path
 
-import fake_tensorrt
 import pytest
 import torch
 from onnx import helper
 
 import trtcheck
+from suites.engines import fake_tensorrt
 from trtcheck import dtypes
 from trtcheck.engines import EngineBuildError, TensorRTEngine, TensorSpec, build_engine
 from trtcheck.engines.cache import (
@@ -262,7 +262,8 @@ def test_a_parser_refusal_carries_the_parsers_errors_and_nodes(trt, make_model):
 
 def test_a_failed_build_quotes_tensorrts_log(trt, sub_model, caplog):
     trt.state.fail_build = "could not find any implementation for node Sub"
-    with pytest.raises(EngineBuildError, match=r"building the engine failed.*TensorRT said: could not find any implementation for node Sub"):
+    expected = r"building the engine failed.*TensorRT said: could not find any implementation for node Sub"
+    with pytest.raises(EngineBuildError, match=expected):
         TensorRTEngine(sub_model, [A, B], [OUT])
     assert ("trtcheck.tensorrt", 40, "TensorRT ERROR: could not find any implementation for node Sub") in caplog.record_tuples
 

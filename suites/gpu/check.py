@@ -1,6 +1,6 @@
 """The GPU check: the zoo through every GPU backend present, in fp32 and fp16, checked and timed against eager.
 
-    python suites/gpu/check.py [--out DIR] [--models 'resnet*,seed_*'] [--modes fp32,fp16] [--budget 420]
+    python -m suites.gpu.check [--out DIR] [--models 'resnet*,seed_*'] [--modes fp32,fp16] [--budget 420]
 
 On a CUDA machine it
 
@@ -67,7 +67,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=20, help="timed calls per variant (default 20)")
     parser.add_argument("--budget", type=float, default=420.0, help="seconds for the models, start-up excluded (default 420)")
     parser.add_argument("--engine-cache-dir", help="TensorRT engine cache (default: Settings' default, ~/.cache/trtcheck/engines)")
-    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: smoke-test this script on ONNX Runtime's CPU provider")
+    parser.add_argument(
+        "--device", choices=("cuda", "cpu"), default="cuda", help="cpu: smoke-test this script on ONNX Runtime's CPU provider"
+    )
     args = parser.parse_args(argv)
     unknown = [m for m in args.modes.split(",") if m not in MODES]
     if unknown:
@@ -99,7 +101,12 @@ def environment() -> dict[str, Any]:
         for index in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(index)
             info["gpus"].append(
-                {"index": index, "name": props.name, "capability": f"{props.major}.{props.minor}", "memory_gib": round(props.total_memory / 2**30, 1)}
+                {
+                    "index": index,
+                    "name": props.name,
+                    "capability": f"{props.major}.{props.minor}",
+                    "memory_gib": round(props.total_memory / 2**30, 1),
+                }
             )
     try:
         import tensorrt
@@ -124,7 +131,8 @@ def describe(info: dict[str, Any]) -> list[str]:
     tensorrt = info["tensorrt"] or f"not installed ({info.get('tensorrt_missing', '')})"
     return [
         f"GPU: {gpus}",
-        f"CUDA: {'available' if info['cuda_available'] else 'not available'} (torch built with CUDA {info['torch_cuda']}, cuDNN {info['cudnn']})",
+        f"CUDA: {'available' if info['cuda_available'] else 'not available'} "
+        f"(torch built with CUDA {info['torch_cuda']}, cuDNN {info['cudnn']})",
         f"torch {info['torch']}, Python {info['python']}",
         f"TensorRT: {tensorrt}",
         f"ONNX Runtime {info['onnxruntime']}: providers {', '.join(info['onnxruntime_providers'])}",
@@ -169,7 +177,10 @@ class Outcome:
     def line(self) -> str:
         speed = ""
         if self.eager_median and self.stitched_median:
-            speed = f"  eager {self.eager_median * 1e3:.3f} ms, stitched {self.stitched_median * 1e3:.3f} ms ({self.eager_median / self.stitched_median:.2f}x)"
+            speed = (
+                f"  eager {self.eager_median * 1e3:.3f} ms, stitched {self.stitched_median * 1e3:.3f} ms "
+                f"({self.eager_median / self.stitched_median:.2f}x)"
+            )
         return f"{self.model:22s} {self.backend:12s} {self.mode:10s} {self.status}{speed}  [{self.seconds:.1f} s]"
 
 
@@ -208,7 +219,8 @@ def _tolerances(entry: Any, mode: str, eager_out: Any) -> dict[str, float]:
     import torch
     from torch.utils._pytree import tree_leaves
 
-    scale = max((float(t.detach().abs().float().max()) for t in tree_leaves(eager_out) if isinstance(t, torch.Tensor) and t.numel() and t.is_floating_point()), default=1.0)
+    floats = [t for t in tree_leaves(eager_out) if isinstance(t, torch.Tensor) and t.numel() and t.is_floating_point()]
+    scale = max((float(t.detach().abs().float().max()) for t in floats), default=1.0)
     if mode == "fp32":
         # The zoo matrix's rule (suites/matrix/matrix_checks.py): deep torchvision models sum in another order.
         return {"atol": 1e-4 * max(scale, 1.0)} if "torchvision" in entry.tags else {}
@@ -269,7 +281,8 @@ def run_one(entry: Any, backend: str, mode: str, args: argparse.Namespace, devic
         try:
             model(*inputs)  # an op without a float16 kernel on this device fails here, before any compile
         except Exception as error:  # noqa: BLE001
-            outcome.status = f"skipped: eager fails in {dtype_name} on {device.type}: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+            first_line = str(error).splitlines()[0] if str(error) else ""
+            outcome.status = f"skipped: eager fails in {dtype_name} on {device.type}: {type(error).__name__}: {first_line}"
             return
     model, inputs = entry.build()  # afresh: that call advanced a stateful model (a call counter)
     model = model.to(device).to(dtype) if dtype != torch.float32 else model.to(device)
@@ -280,7 +293,11 @@ def run_one(entry: Any, backend: str, mode: str, args: argparse.Namespace, devic
         outcome.status = f"skipped: {str(error).splitlines()[0]}"
         return
     if backend == "onnxruntime" and device.type == "cuda":
-        on_cpu = [i for i, e in stitched.engines.items() if isinstance(e, OnnxRuntimeEngine) and e.session.get_providers()[0] != "CUDAExecutionProvider"]
+        on_cpu = [
+            i
+            for i, e in stitched.engines.items()
+            if isinstance(e, OnnxRuntimeEngine) and e.session.get_providers()[0] != "CUDAExecutionProvider"
+        ]
         if on_cpu:
             outcome.status = f"ERROR: ONNX Runtime sessions of segments {on_cpu} fell back to the CPU provider (see ONNX Runtime's log)"
             return
@@ -363,7 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     for line in describe(info):
         print(f"gpu check: {line}")
     if args.device == "cuda" and not info["cuda_available"]:
-        built = f"torch {info['torch']} built with CUDA {info['torch_cuda']}" if info["torch_cuda"] else f"torch {info['torch']} built without CUDA"
+        with_cuda = f"with CUDA {info['torch_cuda']}" if info["torch_cuda"] else "without CUDA"
+        built = f"torch {info['torch']} built {with_cuda}"
         print(f"gpu check: no CUDA device here (torch.cuda.is_available() is False; {built}): nothing run.")
         return 0
     backends, left_out = gpu_backends(info, args.device)
@@ -390,7 +408,10 @@ def main(argv: list[str] | None = None) -> int:
     modes = args.modes.split(",")
     outcomes = [Outcome(e.name, b, m) for e in entries for m in modes for b in backends]
     deadline = began + args.budget
-    print(f"gpu check: {len(outcomes)} combinations ({len(entries)} models x {', '.join(modes)} x {', '.join(backends)}), budget {args.budget:.0f} s")
+    print(
+        f"gpu check: {len(outcomes)} combinations ({len(entries)} models x {', '.join(modes)} x {', '.join(backends)}), "
+        f"budget {args.budget:.0f} s"
+    )
     for outcome in outcomes:
         if time.monotonic() >= deadline:
             break

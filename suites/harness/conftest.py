@@ -7,7 +7,6 @@ import torch
 import trtcheck
 
 
-
 class _Warm(torch.nn.Module):
     def forward(self, x):
         return torch.lgamma(torch.relu(x) + 1) * 2

@@ -57,7 +57,9 @@ def test_zoo_models_are_selected_by_glob(pytester):
 def test_zoo(trtcheck_model_entry, trtcheck_settings):
     assert trtcheck_settings is not None
 """)
-    result = pytester.runpytest("--trtcheck", "--trtcheck-models", "seed_*,tuple_output", "--trtcheck-settings", "torch_module,min_block_size_1", "-v")
+    result = pytester.runpytest(
+        "--trtcheck", "--trtcheck-models", "seed_*,tuple_output", "--trtcheck-settings", "torch_module,min_block_size_1", "-v"
+    )
     # seed_lgamma and tuple_output have no fallback submodule: torch_module does not apply to them.
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*test_zoo?seed_lgamma-min_block_size_1? PASSED*", "*test_zoo?tuple_output-min_block_size_1? PASSED*"])

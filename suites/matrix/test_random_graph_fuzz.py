@@ -33,9 +33,9 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
-from matrix_checks import check_model
 
 import trtcheck
+from suites.matrix.matrix_checks import check_model
 from trtcheck.engines import resolve_backend
 from trtcheck.presets import PRESETS
 from trtcheck.shape_analysis import random_like

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from matrix_checks import check_model
+from suites.matrix.matrix_checks import check_model
 from trtcheck.strategies import aten_graphs
 
 pytestmark = pytest.mark.trtcheck

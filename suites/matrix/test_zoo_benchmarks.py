@@ -17,12 +17,11 @@ import pytest
 import torch
 
 import trtcheck
-from trtcheck.profiling import profile as profile_call
+from suites.matrix.matrix_checks import zoo_tolerances
 from trtcheck.benchmarking import VARIANTS, extra_info, flush_denormals
 from trtcheck.lowering import LOWERING_SECONDS
+from trtcheck.profiling import profile as profile_call
 from trtcheck.verification.equivalence import compare
-
-from matrix_checks import zoo_tolerances
 
 pytestmark = pytest.mark.trtcheck
 WARMUP = 3  # rounds pytest-benchmark runs untimed before timing
@@ -62,7 +61,9 @@ def synchronized(fn, inputs):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_zoo_benchmark(trtcheck_model_entry, trtcheck_preset, trtcheck_settings, trtcheck_config, trtcheck_lowered, variant, benchmark, request):
+def test_zoo_benchmark(
+    trtcheck_model_entry, trtcheck_preset, trtcheck_settings, trtcheck_config, trtcheck_lowered, variant, benchmark, request
+):
     model, inputs, stitched, comparison = compiled(
         trtcheck_model_entry, trtcheck_preset, trtcheck_settings, trtcheck_config.backend, trtcheck_lowered
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from matrix_checks import check_model, entry_options, zoo_tolerances
+from suites.matrix.matrix_checks import check_model, entry_options, zoo_tolerances
 
 pytestmark = pytest.mark.trtcheck
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import trtcheck
+from suites.partitioning.partitioning_cases import SeedModel, no_lgamma
 from trtcheck.partitioning.compare import (
     STRATEGIES,
     Row,
@@ -17,8 +18,6 @@ from trtcheck.partitioning.compare import (
     tally,
 )
 from trtcheck.strategies import supports_all_but
-
-from partitioning_cases import SeedModel, no_lgamma
 
 SUPPORT = supports_all_but()
 

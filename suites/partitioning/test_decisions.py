@@ -9,10 +9,9 @@ import torch
 import torch.fx
 
 import trtcheck
+from suites.partitioning.partitioning_cases import SeedModel, no_lgamma
 from trtcheck import ReasonKind, Target
 from trtcheck.strategies import supports_all_but
-
-from partitioning_cases import SeedModel, no_lgamma
 
 aten = torch.ops.aten
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import torch
 import torch.fx
-from partitioning_cases import SeedModel
 from torch import nn
 
 import trtcheck
+from suites.partitioning.partitioning_cases import SeedModel
 from trtcheck import converters
 from trtcheck.partitioning.explain import ExplainSummary
 from trtcheck.strategies import supports_all_but

@@ -7,16 +7,15 @@ page in headless Chromium and looks for both target colours, and is skipped wher
 from __future__ import annotations
 
 import re
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 import torch.fx
-from partitioning_cases import SeedModel
 
 import trtcheck
+from suites.benchmarks import screenshot_report
+from suites.partitioning.partitioning_cases import SeedModel
 from trtcheck.cli import main
 from trtcheck.partitioning.graph_html import (
     FILLS,
@@ -25,9 +24,6 @@ from trtcheck.partitioning.graph_html import (
     segment_fills,
 )
 from trtcheck.partitioning.partition import Target
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import screenshot_report  # suites/benchmarks is a folder of scripts, not a package
 
 aten = torch.ops.aten
 
@@ -123,7 +119,9 @@ def test_an_unwritable_html_path_is_a_usage_error(tmp_path, capsys):
     assert err.startswith("trtcheck: error: cannot write") and "Traceback" not in err
 
 
-@pytest.mark.skipif(screenshot_report.find_browser() is None, reason="no chromium on PATH: the page is not rendered (apt-get install -y chromium)")
+@pytest.mark.skipif(
+    screenshot_report.find_browser() is None, reason="no chromium on PATH: the page is not rendered (apt-get install -y chromium)"
+)
 def test_the_page_renders_both_targets_in_chromium(seed_partition, tmp_path):
     from matplotlib.image import imread
 

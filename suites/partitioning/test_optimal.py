@@ -10,15 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import trtcheck
+from suites.partitioning.exhaustive import exhaustive_optimum
+from suites.partitioning.partitioning_cases import SeedModel, no_lgamma
 from trtcheck.errors import SettingsError
 from trtcheck.partitioning.decisions import follow_producers, is_getitem
 from trtcheck.partitioning.optimal import boundary_bytes, lower_bound, optimal
 from trtcheck.partitioning.partition import Target, is_compute
 from trtcheck.partitioning.segmentation import merge_adjacent
 from trtcheck.strategies import OPS, TENSOR_ONLY, Step, aten_graphs, build_graph, random_recipe, supports_all_but
-
-from exhaustive import exhaustive_optimum
-from partitioning_cases import SeedModel, no_lgamma
 
 SUPPORT = supports_all_but()
 MAX_GROUPS = 12  # the exhaustive search is exponential in the groups (a node with its getitem nodes)
@@ -130,6 +129,42 @@ def test_optimal_keeps_dependency_awares_result_when_that_ends_better(monkeypatc
     assert str(_count(graph, settings_, "optimal")) == str(aware)
 
 
+def test_a_winner_that_inserted_copies_hands_its_graph_over(monkeypatch):
+    # Both candidates must copy non-Tensor producers: on the user's graph the first attempt gives up at
+    # once (GraphMustChange, carrying the decisions over), and on the copy the first candidate runs on the
+    # graph itself while dependency_aware runs on a private copy, whose graph the result then takes over.
+    from trtcheck.partitioning import partitioner
+    from trtcheck.partitioning.segmentation import naive
+
+    graph = build_graph(random_recipe(30, 0.3, seed=2, ops=tuple(OPS)))
+    before = graph.graph_module.code
+    settings_ = trtcheck.Settings(min_block_size=3)
+    aware = _count(graph, settings_, "dependency_aware")
+    assert any("copy of" in str(reason) for reason in aware.reasons.values()), "pick a graph that needs copies"
+    assert len(_count(graph, settings_, "naive").segments) > len(aware.segments), "pick a graph where naive ends worse"
+    monkeypatch.setattr(partitioner, "OPTIMAL_CANDIDATES", (("crippled", lambda: naive), *partitioner.OPTIMAL_CANDIDATES[1:]))
+    result = _count(graph, settings_, "optimal")
+    assert str(result) == str(aware)
+    assert trtcheck.check_invariants(result, support=SUPPORT) == []
+    assert set(result.graph_module.graph.nodes) >= {node for segment in result.segments for node in segment.nodes}
+    assert graph.graph_module.code == before
+
+
+def test_optimal_on_a_graph_it_owns_matches_the_users_graph():
+    # partition_graph on a graph of its own (no GraphMustChange round trip, the copies made inside) and
+    # partition on the user's graph (the round trip) end alike, candidates and copies included.
+    from trtcheck.lowering import copy_graph_module
+    from trtcheck.partitioning.partitioner import partition_graph
+
+    graph = build_graph(random_recipe(40, 0.3, seed=7, ops=tuple(OPS)))
+    for mbs in (1, 3):
+        settings_ = trtcheck.Settings(min_block_size=mbs, segmentation="optimal")
+        via_copy = trtcheck.partition(graph.graph_module, graph.example_inputs, settings_, SUPPORT)
+        owned = partition_graph(copy_graph_module(graph.graph_module), settings_, SUPPORT)
+        assert str(owned) == str(via_copy), mbs
+        assert trtcheck.check_invariants(owned, support=SUPPORT) == []
+
+
 def test_optimal_may_start_with_either_target():
     # x -> lgamma -> relu -> lgamma, and relu(x) beside it: Torch first gives 3 segments, TensorRT first 4;
     # and the mirror image (with lgamma(x) beside a relu -> lgamma -> relu chain) wants TensorRT first.
@@ -231,7 +266,6 @@ def test_compiled_optimal_partitions_compute_what_eager_computes(name, preset):
     from dataclasses import replace
 
     import trtcheck_zoo
-
     from trtcheck.presets import PRESETS
 
     entry = trtcheck_zoo.get(name)

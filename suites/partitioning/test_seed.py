@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 import trtcheck
+from suites.partitioning.partitioning_cases import SeedModel, no_lgamma
 from trtcheck import Target
-
-from partitioning_cases import SeedModel, no_lgamma
 
 TRT, TORCH = Target.TENSORRT, Target.TORCH
 

@@ -157,12 +157,21 @@ BAD_SETTINGS = {
     "segmentation_unknown": (lambda: Settings(segmentation="greedy"), r"segmentation must be one of 'naive', 'dependency_aware'"),
     "segmentation_none": (lambda: Settings(segmentation=None), r"segmentation must be one of .*got None"),
     # require_full_compilation
-    "full_compilation_str": (lambda: Settings(require_full_compilation="yes"), r"require_full_compilation must be True or False, got 'yes'"),
-    "full_compilation_int": (lambda: Settings(require_full_compilation=1), r"require_full_compilation must be True or False, got 1 \(int\)"),
+    "full_compilation_str": (
+        lambda: Settings(require_full_compilation="yes"),
+        r"require_full_compilation must be True or False, got 'yes'",
+    ),
+    "full_compilation_int": (
+        lambda: Settings(require_full_compilation=1),
+        r"require_full_compilation must be True or False, got 1 \(int\)",
+    ),
     "full_compilation_none": (lambda: Settings(require_full_compilation=None), r"require_full_compilation must be True or False"),
     # torch_executed_ops: the container, its entries, its names
     "ops_string": (lambda: Settings(torch_executed_ops="aten::relu"), r"single string 'aten::relu': write \['aten::relu'\]"),
-    "ops_none": (lambda: Settings(torch_executed_ops=None), r"torch_executed_ops must be a list of op names, got None .*write \[\] for none"),
+    "ops_none": (
+        lambda: Settings(torch_executed_ops=None),
+        r"torch_executed_ops must be a list of op names, got None .*write \[\] for none",
+    ),
     "ops_int": (lambda: Settings(torch_executed_ops=3), r"torch_executed_ops must be a list of op names, got 3 \(int\)"),
     "ops_dict": (lambda: Settings(torch_executed_ops={"aten::relu": True}), r"torch_executed_ops must be a list"),
     "ops_entry_int": (lambda: Settings(torch_executed_ops=[3]), r"entries must be op names or torch\.ops objects, got 3"),
@@ -175,13 +184,28 @@ BAD_SETTINGS = {
     "modules_none": (lambda: Settings(torch_executed_modules=None), r"torch_executed_modules must be a list of module names, got None"),
     "modules_int": (lambda: Settings(torch_executed_modules=5), r"torch_executed_modules must be a list .*got 5 \(int\)"),
     "modules_entry_int": (lambda: Settings(torch_executed_modules=[0]), r"entries must be strings .*got 0 \(int\)"),
-    "modules_entry_class": (lambda: Settings(torch_executed_modules=[Block]), r"entries must be strings .*got the class Block: write 'Block'"),
-    "modules_entry_module": (lambda: Settings(torch_executed_modules=[Block()]), r"got a Block module: write its path in the model .* class name 'Block'"),
-    "modules_unknown": (lambda: Settings(torch_executed_modules=["blokcs"]), r"'blokcs' is neither a submodule path.*Did you mean: .*blocks"),
+    "modules_entry_class": (
+        lambda: Settings(torch_executed_modules=[Block]),
+        r"entries must be strings .*got the class Block: write 'Block'",
+    ),
+    "modules_entry_module": (
+        lambda: Settings(torch_executed_modules=[Block()]),
+        r"got a Block module: write its path in the model .* class name 'Block'",
+    ),
+    "modules_unknown": (
+        lambda: Settings(torch_executed_modules=["blokcs"]),
+        r"'blokcs' is neither a submodule path.*Did you mean: .*blocks",
+    ),
     "modules_unknown_class": (lambda: Settings(torch_executed_modules=["Blok"]), r"Did you mean: .*Block"),
     "modules_empty_name": (lambda: Settings(torch_executed_modules=[""]), r"'' is neither a submodule path"),
-    "modules_never_called": (lambda: Settings(torch_executed_modules=["unused"]), r"'unused' is a submodule of this model, but no node .* forward never calls it"),
-    "modules_class_never_called": (lambda: Settings(torch_executed_modules=["Tanh"]), r"'Tanh' is a module class of this model \(1 instance\(s\): 'spare'\).*never calls"),
+    "modules_never_called": (
+        lambda: Settings(torch_executed_modules=["unused"]),
+        r"'unused' is a submodule of this model, but no node .* forward never calls it",
+    ),
+    "modules_class_never_called": (
+        lambda: Settings(torch_executed_modules=["Tanh"]),
+        r"'Tanh' is a module class of this model \(1 instance\(s\): 'spare'\).*never calls",
+    ),
     "modules_one_of_two_never_called": (lambda: Settings(torch_executed_modules=["blocks", "unused"]), r"'unused' is a submodule"),
 }
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from filelock import FileLock
 
-import report_runs
+from suites.report import report_runs
 
 
 @pytest.fixture(scope="session")

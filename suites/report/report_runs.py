@@ -15,7 +15,7 @@ same mechanisms a real change would go through:
 * ``TRTCHECK_REPORT_BROKEN_CONVERTER=MODEL=OP``: while that model compiles, the converter of ``OP``
   (``aten.relu.default``) raises, so the TensorRT segments holding it fall back to PyTorch.
 
-    python suites/report/report_runs.py OUT_DIR      # writes baseline.json, slower.json, ... by hand
+    python -m suites.report.report_runs OUT_DIR      # writes baseline.json, slower.json, ... by hand
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from report_runs import SLOW_MODEL, SPLIT_MODEL
+from suites.report.report_runs import SLOW_MODEL, SPLIT_MODEL
 from trtcheck.report import ReportError, Run, find_regressions, format_speedup, load_run, relative_change, summarize
 
 
@@ -62,7 +62,10 @@ def test_more_segments_is_a_regression_even_when_not_slower(bench_files):
     assert len(regressions) == len(baseline.groups)
     assert all(r.segments_grew and not r.latency_regressed for r in regressions)
     first = baseline.groups[0]
-    assert f"segments {first.segments_total} ({first.segments_tensorrt} TensorRT + {first.segments_torch} Torch) -> {first.segments_total + 1}" in regressions[0].describe()
+    expected = (
+        f"segments {first.segments_total} ({first.segments_tensorrt} TensorRT + {first.segments_torch} Torch) -> {first.segments_total + 1}"
+    )
+    assert expected in regressions[0].describe()
     assert find_regressions(baseline, torch_segments(-1), threshold=0.10) == []
 
 

@@ -29,7 +29,10 @@ def test_fail_on_regression_exits_0_without_regressions(bench_files, derive, tmp
 
 
 def test_cross_machine_runs_warn_and_do_not_fail(bench_files, tmp_path, capsys):
-    argv = ["report", str(bench_files["baseline"]), str(bench_files["other_machine"]), "--out", str(tmp_path), "--fail-on-regression", "--threshold", "0"]
+    argv = [
+        "report", str(bench_files["baseline"]), str(bench_files["other_machine"]),
+        "--out", str(tmp_path), "--fail-on-regression", "--threshold", "0",
+    ]
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert "trtcheck: warning: runs come from 2 different machines" in captured.err

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-import report_runs
-from report_runs import SPLIT_MODEL
+from suites.report import report_runs
+from suites.report.report_runs import SPLIT_MODEL
 from trtcheck.cli import main
 from trtcheck.report import find_failures, load_run, load_runs, summarize, write_report
 

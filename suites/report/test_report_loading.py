@@ -14,7 +14,8 @@ from trtcheck.report import ReportError, load_run, load_runs
 
 def test_a_real_run_loads_every_group_with_its_partition_facts(bench_files):
     run = load_run(bench_files["baseline"])
-    assert [g.label for g in run.groups] == [f"{m}/{p}" for m, p in [("seed_lgamma", "min_block_size_1"), ("seed_lgamma", "torch_add"), ("residual_unsupported", "min_block_size_1")]]
+    expected = [("seed_lgamma", "min_block_size_1"), ("seed_lgamma", "torch_add"), ("residual_unsupported", "min_block_size_1")]
+    assert [g.label for g in run.groups] == [f"{m}/{p}" for m, p in expected]
     phases = [field.name for field in dataclasses.fields(trtcheck.CompileTimes)]
     for group in run.groups:
         assert group.eager_median > 0 and group.stitched_median > 0
@@ -28,7 +29,11 @@ def test_a_real_run_loads_every_group_with_its_partition_facts(bench_files):
 
 def test_medians_are_read_from_the_stats_of_each_variant(bench_files):
     data = json.loads(bench_files["baseline"].read_text())
-    medians = {(b["extra_info"]["model"], b["extra_info"]["preset"], b["extra_info"]["variant"]): b["stats"]["median"] for b in data["benchmarks"] if b["extra_info"]}
+    medians = {
+        (b["extra_info"]["model"], b["extra_info"]["preset"], b["extra_info"]["variant"]): b["stats"]["median"]
+        for b in data["benchmarks"]
+        if b["extra_info"]
+    }
     for group in load_run(bench_files["baseline"]).groups:
         assert group.eager_median == medians[(group.model, group.preset, "eager")]
         assert group.stitched_median == medians[(group.model, group.preset, "stitched")]
@@ -52,7 +57,9 @@ def test_the_machine_hook_of_a_run_is_what_the_report_sees(bench_files):
 
 def test_a_group_without_its_stitched_benchmark_has_no_speedup(bench_files, derive):
     def drop_stitched(data):
-        data["benchmarks"] = [b for b in data["benchmarks"] if b["extra_info"].get("variant") != "stitched" or b["extra_info"]["model"] != "seed_lgamma"]
+        data["benchmarks"] = [
+            b for b in data["benchmarks"] if b["extra_info"].get("variant") != "stitched" or b["extra_info"]["model"] != "seed_lgamma"
+        ]
 
     run = load_run(derive(bench_files["baseline"], "no_stitched.json", drop_stitched))
     group = run.group("seed_lgamma", "min_block_size_1")

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from report_runs import SLOW_MODEL
+from suites.report.report_runs import SLOW_MODEL
 from trtcheck.report import load_runs, write_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -43,7 +43,11 @@ def test_html_is_self_contained(written):
 def test_html_has_the_summary_table_with_every_group_and_the_regressions_first(written):
     page = written.html.read_text()
     table = page[page.index("<table>"):page.index("</table>")]
-    for column in ("eager ms", "stitched ms", "speedup", "segments (TRT/Torch)", "boundaries", "boundary overhead µs", "compile s", "equivalence", "regression"):
+    columns = (
+        "eager ms", "stitched ms", "speedup", "segments (TRT/Torch)", "boundaries",
+        "boundary overhead µs", "compile s", "equivalence", "regression",
+    )
+    for column in columns:
         assert f"<th>{column}</th>" in table
     for group in written.summary.latest.groups:
         assert f"<td>{group.model}</td><td>{group.preset}</td>" in table

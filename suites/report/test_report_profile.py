@@ -30,7 +30,9 @@ def _cell(row, column):
 
 
 def test_extra_info_records_the_profile_only_when_given():
-    profile = {"total_s": 3e-4, "engine_s": 1e-4, "torch_s": 1e-4, "boundary_s": 1e-4, "boundaries": 4, "per_boundary_s": 2.5e-5, "segments": []}
+    profile = {
+        "total_s": 3e-4, "engine_s": 1e-4, "torch_s": 1e-4, "boundary_s": 1e-4, "boundaries": 4, "per_boundary_s": 2.5e-5, "segments": [],
+    }
     info = extra_info("m", "p", "stitched", "onnxruntime", None, profile=profile)
     assert info["profile"] == profile and info["profile"] is not profile
     assert "profile" not in extra_info("m", "p", "eager", "onnxruntime", None)

@@ -6,16 +6,11 @@ need no browser are in test_report_output.py.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
+from suites.benchmarks import screenshot_report
 from trtcheck.report import load_runs, write_report
 from trtcheck.report.plots import TENSORRT_COLOR
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import screenshot_report  # noqa: E402  (suites/benchmarks is a folder of scripts, not a package)
 
 pytestmark = pytest.mark.skipif(
     screenshot_report.find_browser() is None,

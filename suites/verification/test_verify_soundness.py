@@ -17,8 +17,8 @@ import pytest
 import torch
 from torch import nn
 
-import trtcheck_zoo as models
 import trtcheck
+import trtcheck_zoo as models
 from trtcheck import converters
 
 aten = torch.ops.aten
@@ -48,7 +48,8 @@ def broken_add_converter():
 
 
 def test_a_fallback_fails_verify_by_default_naming_the_segment_and_error(broken_add_converter):
-    with pytest.raises(trtcheck.VerificationError, match=r"(?s)\[fallback\].*segment @0.*broken on purpose.*allow_fallbacks=True") as caught:
+    expected = r"(?s)\[fallback\].*segment @0.*broken on purpose.*allow_fallbacks=True"
+    with pytest.raises(trtcheck.VerificationError, match=expected) as caught:
         trtcheck.verify(AddMul(), _inputs(), ONE, backend="onnxruntime")
     assert caught.value.report.partition.fallbacks
 
@@ -114,7 +115,8 @@ class Dropout(nn.Module):
 
 def test_nondeterministic_eager_is_named_as_such_not_blamed_on_the_conversion():
     model = Dropout().train()
-    with pytest.raises(trtcheck.NondeterministicModelError, match=r"(?s)Dropout is nondeterministic.*random ops: .*(bernoulli|dropout|rand).*model.eval\(\)"):
+    expected = r"(?s)Dropout is nondeterministic.*random ops: .*(bernoulli|dropout|rand).*model.eval\(\)"
+    with pytest.raises(trtcheck.NondeterministicModelError, match=expected):
         trtcheck.verify(model, (torch.randn(4, 8),), ONE, backend="onnxruntime")
 
 
@@ -155,9 +157,17 @@ class DataDependent(nn.Module):
     ("call", "error", "message"),
     [
         (lambda: trtcheck.compile(lambda x: x, (torch.randn(2),)), trtcheck.LoweringError, r"nn.Module"),
-        (lambda: trtcheck.compile(NeedsTwo(), (torch.randn(2, 3), torch.randn(2, 3))), trtcheck.LoweringError, r"(?s)example inputs do not fit NeedsTwo.*Fix:"),
+        (
+            lambda: trtcheck.compile(NeedsTwo(), (torch.randn(2, 3), torch.randn(2, 3))),
+            trtcheck.LoweringError,
+            r"(?s)example inputs do not fit NeedsTwo.*Fix:",
+        ),
         (lambda: trtcheck.compile(NeedsTwo(), (torch.randn(2, 3),)), trtcheck.LoweringError, r"(?s)do not fit NeedsTwo.*missing"),
-        (lambda: trtcheck.compile(DataDependent(), (torch.randn(3),)), trtcheck.LoweringError, r"(?s)torch.export could not trace DataDependent.*Fix:"),
+        (
+            lambda: trtcheck.compile(DataDependent(), (torch.randn(3),)),
+            trtcheck.LoweringError,
+            r"(?s)torch.export could not trace DataDependent.*Fix:",
+        ),
         (lambda: trtcheck.compile(AddMul(), _inputs(), backend="onnxrt"), trtcheck.BackendError, r"did you mean 'onnxruntime'"),
         (lambda: trtcheck.compile(AddMul(), _inputs(), {"min_block_size": 1}), trtcheck.SettingsError, r"Settings\("),
         (lambda: trtcheck.compile(AddMul(), _inputs(), trtcheck.Settings(min_block_size=0)), trtcheck.SettingsError, r"min_block_size"),
@@ -275,4 +285,6 @@ def test_compiling_and_dropping_200_models_does_not_grow_memory_without_bound():
     assert done.returncode == 0, done.stderr[-3000:]
     base, middle, end = map(int, done.stdout.split()[-3:])
     # A leak of one compiled module (engines, ONNX bytes, graph) would be >= 100 kB per cycle: >= 10 MB per 100.
-    assert end - middle < 8 * 2**20, f"RSS grew {(end - middle) / 2**20:.1f} MiB over the last 100 compiles (first 100: {(middle - base) / 2**20:.1f})"
+    assert end - middle < 8 * 2**20, (
+        f"RSS grew {(end - middle) / 2**20:.1f} MiB over the last 100 compiles (first 100: {(middle - base) / 2**20:.1f})"
+    )

@@ -36,18 +36,11 @@ class ConversionError(Exception):
 
 
 def onnx_dtype(dtype: torch.dtype) -> int:
-    """The ONNX element type of a dtype a TensorRT segment may hold (``trtcheck.dtypes.ENGINE_DTYPES``).
-
-    ConversionError for any other dtype: ONNX could express float64 or int8, but a segment that holds
-    them would run on ONNX Runtime and then fail to build on TensorRT, so the one table refuses them.
-    """
-    if dtype not in dtypes.ENGINE_DTYPES:
-        supported = ", ".join(sorted(str(d).removeprefix("torch.") for d in dtypes.ENGINE_DTYPES))
-        raise ConversionError(
-            f"dtype {dtype} cannot be held by a TensorRT segment (supported: {supported}); "
-            "the ops producing or consuming it must stay in PyTorch"
-        )
-    return dtypes.to_onnx(dtype)
+    """The ONNX element type of a dtype a TensorRT segment may hold; ConversionError for any other."""
+    try:
+        return dtypes.engine_onnx_type(dtype)
+    except dtypes.UnsupportedDtypeError as error:
+        raise ConversionError(str(error)) from None
 
 
 def _static_shape(value: torch.Tensor) -> list[int | str]:

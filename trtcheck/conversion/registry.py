@@ -10,7 +10,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
@@ -40,10 +40,10 @@ class Refusal:
 
 # A converter emits ONNX nodes for one fx node and returns the ONNX value name(s) of its result(s):
 # one name for a Tensor result, a sequence of names for a tuple/list result.
-ConverterFn = Callable[["ConversionContext", torch.fx.Node], Union[str, Sequence[str]]]
+ConverterFn = Callable[["ConversionContext", torch.fx.Node], str | Sequence[str]]
 # True accepts the node; False or a Refusal (which names the reason) refuses it; raising is a bug.
-Validator = Callable[[torch.fx.Node], Union[bool, Refusal]]
-OpTarget = Union[torch._ops.OpOverload, Callable[..., Any]]
+Validator = Callable[[torch.fx.Node], bool | Refusal]
+OpTarget = torch._ops.OpOverload | Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ def is_convertible(node: torch.fx.Node) -> bool:
 class Snapshot:
     """Context manager restoring the registry on exit: for tests that register throwaway converters."""
 
-    def __enter__(self) -> "Snapshot":
+    def __enter__(self) -> Snapshot:
         self._saved = dict(_REGISTRY)
         return self
 
@@ -182,7 +182,7 @@ def _getitem_validator(node: torch.fx.Node) -> bool:
     return isinstance(producer, torch.fx.Node) and is_convertible(producer)
 
 
-def _convert_getitem(ctx: "ConversionContext", node: torch.fx.Node) -> str:
+def _convert_getitem(ctx: ConversionContext, node: torch.fx.Node) -> str:
     producer, index = node.args
     names = ctx.names(producer)
     if isinstance(names, str):

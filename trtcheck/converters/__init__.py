@@ -4,6 +4,7 @@ The converters, the registry and the interpreter live in :mod:`trtcheck.conversi
 docstring); this module only re-exports the public registry names so existing user code keeps working.
 """
 
+import trtcheck.conversion  # noqa: F401 - populates the registry with the built-in converters
 from trtcheck.conversion.registry import (
     Converter,
     Snapshot,
@@ -13,7 +14,5 @@ from trtcheck.conversion.registry import (
     registered_targets,
     unregister,
 )
-
-import trtcheck.conversion  # noqa: E402,F401 - populates the registry with the built-in converters
 
 __all__ = ["Converter", "Snapshot", "get", "is_convertible", "register", "registered_targets", "unregister"]

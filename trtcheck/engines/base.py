@@ -92,13 +92,10 @@ def onnx_elem_type(dtype: torch.dtype) -> int:
     dtype outside ``ENGINE_DTYPES`` (float64, int8, int16, uint8) would run on ONNX Runtime and then
     not build on TensorRT, so neither backend takes it.
     """
-    if dtype not in dtypes.ENGINE_DTYPES:
-        supported = ", ".join(sorted(str(d).removeprefix("torch.") for d in dtypes.ENGINE_DTYPES))
-        raise EngineBuildError(
-            f"dtype {dtype} cannot cross an engine boundary (supported: {supported}); "
-            "keep the ops producing or consuming it in PyTorch"
-        )
-    return dtypes.to_onnx(dtype)
+    try:
+        return dtypes.engine_onnx_type(dtype)
+    except dtypes.UnsupportedDtypeError as error:
+        raise EngineBuildError(f"{dtype} cannot cross an engine boundary: {error}") from None
 
 
 def check_model_signature(

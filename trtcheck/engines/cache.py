@@ -201,7 +201,10 @@ def _verify(data: bytes, key: CacheKey) -> bytes | str:
     except (ValueError, TypeError, KeyError):
         return "corrupt entry (unreadable header)"
     if stored_key != key.fields:
-        differs = sorted(k for k in set(stored_key) | set(key.fields) if stored_key.get(k) != key.fields.get(k)) if isinstance(stored_key, dict) else ["all"]
+        if isinstance(stored_key, dict):
+            differs = sorted(k for k in set(stored_key) | set(key.fields) if stored_key.get(k) != key.fields.get(k))
+        else:
+            differs = ["all"]
         return f"stale entry (built for another {', '.join(differs)})"
     plan = data[start + length:]
     if len(plan) != plan_bytes or hashlib.sha256(plan).hexdigest() != plan_sha256:

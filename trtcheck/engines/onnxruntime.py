@@ -101,7 +101,7 @@ class OnnxRuntimeEngine(Engine):
     OpenMP workers from spinning (``OMP_WAIT_POLICY``, read at start-up); ``trtcheck.profile`` shows it
     as Torch segment time.
 
-    Options measured side by side (``python suites/benchmarks/bench_segments.py --options --repeat 10
+    Options measured side by side (``python -m suites.benchmarks.bench_segments --options --repeat 10
     --rounds 7``; 2 cores shared with other jobs, load average 8-14, so absolute times are inflated and
     only same-run ratios mean anything; medians of interleaved rounds, ms):
 
@@ -117,7 +117,7 @@ class OnnxRuntimeEngine(Engine):
 
     (a/b/c: separate runs of the same variants; the second single-engine figure comes from a run of the
     single-engine variants alone, 9 rounds x 20 calls). On a quieter machine (load 1.9,
-    ``python suites/benchmarks/bench_segments.py``, 5 rounds x 20 calls): resnet18 eager 29.3, 1 engine
+    ``python -m suites.benchmarks.bench_segments``, 5 rounds x 20 calls): resnet18 eager 29.3, 1 engine
     18.7 (old 18.1), 35 segments 34.8 (old 427.9); mobilenet_v3_small eager 8.27, 1 engine 4.57 (old
     2.47), 29 segments 8.27 (old 175.1). Spinning workers are the one clear loss (5-20x on many
     segments); ``allow_spinning=0`` was the best many-segment option in every run. It can cost a
@@ -187,7 +187,7 @@ class OnnxRuntimeEngine(Engine):
         """The sole engine of a model spins while it runs and stops after (``stop_after_run``); one of several
         never spins (``never``), so that idle sessions leave the cores to the one running and to PyTorch.
 
-        Measured (``python suites/benchmarks/bench_segments.py --options``, quiet machine): a single
+        Measured (``python -m suites.benchmarks.bench_segments --options``, quiet machine): a single
         mobilenet_v3_small engine 2.33 ms with ``stop_after_run`` against 3.15 ms with ``never`` (2.28 with
         ONNX Runtime's spinning default), resnet18 18.2 against 18.6 ms; with 18 engines (resnet18, relu
         forced to PyTorch) ``stop_after_run`` was 43.8 ms against 31.5 ms for ``never``. ``settings`` holds

@@ -126,7 +126,9 @@ class ShapeRange:
         return len(shape) == len(self.min) and all(lo <= d <= hi for lo, d, hi in zip(self.min, shape, self.max))
 
 
-def shape_ranges(inputs: Sequence[TensorSpec], given: Mapping[str, ShapeRange | Sequence[Sequence[int]]] | None = None) -> dict[str, ShapeRange]:
+def shape_ranges(
+    inputs: Sequence[TensorSpec], given: Mapping[str, ShapeRange | Sequence[Sequence[int]]] | None = None
+) -> dict[str, ShapeRange]:
     """A ``ShapeRange`` per input, in input order: ``given[name]`` (a ``ShapeRange`` or a ``(min, opt, max)``
     triple) where present, else min = opt = max = the spec's static shape.
 
@@ -502,7 +504,8 @@ class TensorRTEngine(Engine):
         if error is not None:
             missing.append(f"the `tensorrt` package ({error})")
         if not cls.cuda.is_available():
-            built = f"torch {torch.__version__}, built with CUDA {torch.version.cuda}" if torch.version.cuda else f"torch {torch.__version__}, built without CUDA"
+            with_cuda = f"with CUDA {torch.version.cuda}" if torch.version.cuda else "without CUDA"
+            built = f"torch {torch.__version__}, built {with_cuda}"
             missing.append(f"a CUDA device (torch.cuda.is_available() is False; {built})")
         return " and ".join(missing) or None
 

@@ -301,7 +301,6 @@ def random_graph(seed: int, min_nodes: int = 8, max_nodes: int = 80, ops: Sequen
 
 def _zoo_rows(model_names: Sequence[str], preset_names: Sequence[str], strategies: Sequence[str], log: Callable[[str], None]) -> list[Row]:
     import trtcheck_zoo
-
     from trtcheck.compiler import _flat_inputs
     from trtcheck.lowering import lower
     from trtcheck.presets import resolve_presets
@@ -356,7 +355,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         import fnmatch
 
         import trtcheck_zoo
-
         from trtcheck.presets import DEFAULT_PRESETS
 
         patterns = [p.strip() for p in args.models.split(",") if p.strip()]

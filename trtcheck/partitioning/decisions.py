@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable
-from typing import Union
 
 import torch
 import torch.fx
@@ -24,7 +23,7 @@ from trtcheck.partitioning.partition import Reason, ReasonKind, Target
 from trtcheck.settings import ModuleMatcher, OpMatcher
 
 SupportFn = Callable[[torch.fx.Node], bool]
-Support = Union[None, SupportFn, OperatorSupportBase]
+Support = SupportFn | OperatorSupportBase | None
 
 
 def support_function(support: Support) -> SupportFn:

@@ -136,7 +136,8 @@ def _graph_svg(partition: Partition) -> str:
     return (
         f'<svg id="graph" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="partitioned graph">'
-        '<defs><marker id="arrow" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" markerUnits="userSpaceOnUse" orient="auto">'
+        '<defs><marker id="arrow" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" '
+        'markerUnits="userSpaceOnUse" orient="auto">'
         '<path d="M0,0 L8,4 L0,8 z" fill="#666"/></marker></defs>'
         f'<g class="edges">{"".join(edges)}</g><g class="nodes">{"".join(boxes)}</g></svg>'
     )

@@ -216,7 +216,11 @@ def summarize(
         warnings.append(
             f"the baseline {chosen.path.name} ran on {chosen.machine.describe()}, the latest run "
             f"{latest.path.name} on {latest.machine.describe()}: "
-            + ("regressions were checked anyway (--allow-cross-machine)" if allow_cross_machine else "regressions were NOT checked (pass --allow-cross-machine to compare anyway)")
+            + (
+                "regressions were checked anyway (--allow-cross-machine)"
+                if allow_cross_machine
+                else "regressions were NOT checked (pass --allow-cross-machine to compare anyway)"
+            )
         )
     if chosen is not None and chosen.datetime > latest.datetime:
         warnings.append(f"the baseline {chosen.path.name} is newer than the latest run {latest.path.name}")

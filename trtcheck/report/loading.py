@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +171,7 @@ def _parse_datetime(path: Path, value: Any) -> datetime:
         raise ReportError(f"{path}: 'datetime' is {value!r}, not an ISO date; runs are ordered by it") from None
     # pytest-benchmark writes UTC with an offset; a naive stamp is taken as UTC, and every stamp is shown
     # in UTC, so runs from machines in different time zones line up.
-    return stamp.astimezone(timezone.utc) if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+    return stamp.astimezone(UTC) if stamp.tzinfo else stamp.replace(tzinfo=UTC)
 
 
 def _machine(info: Mapping[str, Any]) -> Machine:

@@ -100,7 +100,8 @@ def plot_speedup(run: Run, path: Path) -> Plot:
     axes.set_title(f"Speedup of stitched over eager, latest run ({run.datetime:%Y-%m-%d %H:%M})")
     axes.legend(title="preset", fontsize=8, loc="best")
     axes.grid(axis="y", alpha=0.3)
-    return Plot("speedup", "Speedup of stitched over eager", "Above the dashed line the stitched module is faster than eager PyTorch.", _save(figure, path))
+    caption = "Above the dashed line the stitched module is faster than eager PyTorch."
+    return Plot("speedup", "Speedup of stitched over eager", caption, _save(figure, path))
 
 
 def plot_latency_history(runs: Sequence[Run], path: Path) -> Plot:
@@ -206,7 +207,9 @@ def plot_time_breakdown(run: Run, path: Path) -> Plot | None:
     # Whole microseconds while calls are short: "11" fits on a narrow piece where "0.011" (ms) does not.
     unit, factor, fmt = ("µs", 1e6, "{:.0f}") if longest < 1e-2 else ("ms", 1e3, "{:.1f}")
     stacks = [(name, color, [value * factor for value in values]) for name, color, values in seconds]
-    saved = _horizontal_stacked(run, "Where a stitched call spends its time, latest run", f"{unit} per call", stacks, path, fmt, groups=groups)
+    saved = _horizontal_stacked(
+        run, "Where a stitched call spends its time, latest run", f"{unit} per call", stacks, path, fmt, groups=groups
+    )
     caption = (
         "One call of the stitched module (trtcheck.profile: the call with the median total of 20): time inside "
         "the engines, in Torch segments, and the overhead of crossing between them (input checks, binding, "

@@ -211,7 +211,9 @@ figcaption { font-size: 12px; color: #555; }
 NUMERIC = {"eager ms", "stitched ms", "speedup", "boundaries", BOUNDARY_OVERHEAD, "compile s"}
 
 
-def _html_table(columns: Sequence[str], rows: Sequence[Sequence[str]], row_classes: Sequence[str] = (), cell_classes: Sequence[Sequence[str]] = ()) -> str:
+def _html_table(
+    columns: Sequence[str], rows: Sequence[Sequence[str]], row_classes: Sequence[str] = (), cell_classes: Sequence[Sequence[str]] = ()
+) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = []
     for index, row in enumerate(rows):
@@ -243,7 +245,8 @@ def render_html(summary: Summary, plots: Sequence[Plot]) -> str:
     box = "regressions" if summary.regressions or summary.failures else ("clean" if summary.compared else "warning")
     parts.append(f'<div class="box {box}"><div class="headline">{html.escape(_headline(summary))}</div>')
     if summary.failures:
-        parts.append('<ul class="failures">' + "".join(f'<li class="fail">{html.escape(f.describe())}</li>' for f in summary.failures) + "</ul>")
+        items = "".join(f'<li class="fail">{html.escape(f.describe())}</li>' for f in summary.failures)
+        parts.append(f'<ul class="failures">{items}</ul>')
     if summary.regressions:
         parts.append("<ul>" + "".join(f"<li>{html.escape(r.describe())}</li>" for r in summary.regressions) + "</ul>")
     parts.append("</div>")
@@ -252,7 +255,8 @@ def render_html(summary: Summary, plots: Sequence[Plot]) -> str:
         ["num" if column in NUMERIC else ("fail" if column == "equivalence" and row.equivalence_failed else "") for column in COLUMNS]
         for row in rows
     ]
-    parts.append(_html_table(COLUMNS, [row.cells for row in rows], [row.status if row.status == "regressed" else "" for row in rows], cell_classes))
+    row_classes = [row.status if row.status == "regressed" else "" for row in rows]
+    parts.append(_html_table(COLUMNS, [row.cells for row in rows], row_classes, cell_classes))
     parts.append(f"<p>Speedup = eager median / stitched median (above 1: the stitched module is faster). {html.escape(OVERHEAD_NOTE)}</p>")
     parts.append('<h2>Plots</h2><div class="plots">')
     for plot in plots:

@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 import torch.fx
-
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from trtcheck.compiler import CompileTimes, compile, convert
@@ -289,7 +288,8 @@ def scalar_input_violations(model, stitched, example_inputs, example_kwargs, rto
             continue  # refusing a value it was not compiled for is sound
         comparison = compare(expected, actual, rtol=rtol, atol=atol)
         if not comparison.passed:
-            found.append(Violation("scalar_input", f"{names[index]}={varied[index]!r} (compiled with {value!r}): outputs differ from eager\n{comparison}"))
+            message = f"{names[index]}={varied[index]!r} (compiled with {value!r}): outputs differ from eager\n{comparison}"
+            found.append(Violation("scalar_input", message))
     return found
 
 
@@ -300,7 +300,11 @@ def stitched_graph_violations(stitched: torch.fx.GraphModule) -> list[Violation]
     except Exception as error:  # noqa: BLE001 - lint raises RuntimeError today; any failure is a violation
         return [Violation("stitched_graph", f"{type(error).__name__}: {error}")]
     found = []
-    engines = {node for node in stitched.graph.nodes if node.op == "call_module" and isinstance(stitched.get_submodule(node.target), EngineModule)}
+    engines = {
+        node
+        for node in stitched.graph.nodes
+        if node.op == "call_module" and isinstance(stitched.get_submodule(node.target), EngineModule)
+    }
     for node in stitched.graph.nodes:
         if node.op == "call_function" and node.target is operator.getitem and node.args[0] in engines:
             stride = recorded_stride(node)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 import onnx
 import onnx.defs
@@ -40,9 +40,9 @@ BOOL: frozenset[torch.dtype] = _dtypes.BOOL
 TENSORRT_DTYPES: frozenset[torch.dtype] = _dtypes.ENGINE_DTYPES
 
 #: A converter's own argument check: True accepts, False or a Refusal (with its reason) refuses.
-Check = Callable[[BoundArgs], Union[bool, Refusal]]
+Check = Callable[[BoundArgs], bool | Refusal]
 #: A built-in converter: reads its arguments by schema name and returns the ONNX name(s) of its result(s).
-BoundConverterFn = Callable[["ConversionContext", BoundArgs], Union[str, Sequence[str]]]
+BoundConverterFn = Callable[["ConversionContext", BoundArgs], str | Sequence[str]]
 
 
 def _iter_values(value: Any) -> Iterator[Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-
 from trtcheck.conversion.arguments import BoundArgs
 from trtcheck.conversion.ops._common import (
     FLOAT,

@@ -16,13 +16,13 @@ from trtcheck.conversion.ops._common import (
     FLOAT,
     aten,
     converter,
-    onnx_accepts,
     only_first_output_used,
+    onnx_accepts,
     out_dtype,
     refuse,
 )
-from trtcheck.conversion.registry import Refusal
 from trtcheck.conversion.ops.shape import reshape
+from trtcheck.conversion.registry import Refusal
 
 if TYPE_CHECKING:  # pragma: no cover - the context imports the registry, not vice versa
     from trtcheck.conversion.context import ConversionContext

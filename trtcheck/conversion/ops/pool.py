@@ -18,8 +18,8 @@ from trtcheck.conversion.ops._common import (
     aten,
     cast,
     converter,
-    onnx_accepts,
     only_first_output_used,
+    onnx_accepts,
     out_meta,
     refuse,
 )

@@ -51,15 +51,15 @@ TENSORRT_ONNX_TYPES: dict[str, frozenset[str]] = {
          "Celu", "Clip", "Conv", "ConvTranspose", "Cos", "Cosh", "CumSum", "Elu", "Erf", "Exp", "Floor",
          "Gemm", "GlobalAveragePool", "HardSigmoid", "HardSwish", "InstanceNormalization",
          "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "MaxPool", "PRelu",
-         "Reciprocal", "Round", "Selu", "Sigmoid", "Sin", "Sinh", "Softmax", "Softplus", "Sqrt", "Tan",
-         "Tanh"],
+         "Reciprocal", "Resize", "Round", "Selu", "Sigmoid", "Sin", "Sinh", "Softmax", "Softplus", "Sqrt",
+         "Tan", "Tanh", "TopK", "GridSample"],
         _FP,
     ),
     **dict.fromkeys(
         ["Abs", "Add", "ArgMax", "ArgMin", "DepthToSpace", "Div", "Equal", "Greater", "GreaterOrEqual",
          "IsNaN", "Less", "LessOrEqual", "Max", "Min", "Mod", "Mul", "Neg", "Pad", "Pow", "ReduceL1",
          "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
-         "ReduceProd", "ReduceSum", "ReduceSumSquare", "Relu", "ScatterElements", "Sign", "Sub"],
+         "ReduceProd", "ReduceSum", "ReduceSumSquare", "Relu", "ScatterElements", "ScatterND", "Sign", "Sub"],
         _FP_INT,
     ),
     **dict.fromkeys(
