@@ -45,9 +45,10 @@ from dataclasses import dataclass
 
 import torch
 import torch.fx
+from torch import Tensor
 
 from trtcheck.lowering import is_mutable_state
-from trtcheck.partitioning.partition import Segment, Target, node_is_tensor
+from trtcheck.partitioning.partition import Segment, Target, is_tensor_value
 
 _TRT, _TORCH = 0, 1
 _LOCAL_SEARCH_PASSES = 3
@@ -138,19 +139,23 @@ def _structure(nodes: Sequence[torch.fx.Node]) -> _Graph:
             if u is None:
                 crosses = outside.get(value)
                 if crosses is None:
-                    crosses = outside[value] = value.op == "placeholder" or is_mutable_state(value)
+                    crosses = outside[value] = value.op == "placeholder" or _is_mutable_state(value)
                 if not crosses:
                     continue  # a constant, which travels with every segment that reads it
             v = value_id.get(value)
             if v is None:
                 v = value_id[value] = len(producer)
                 producer.append(-1 if u is None else u)
-                size.append(value_bytes(value))
+                traced = value.meta.get("val")
+                if isinstance(traced, Tensor):  # value_bytes and node_is_tensor, inlined
+                    size.append(value_bytes(value))
+                else:
+                    size.append(0)
+                    if u is not None and not is_tensor_value(traced):
+                        non_tensor.add(u)
                 readers.append([g])
                 if u is not None:
                     made[u].append(v)
-                    if not node_is_tensor(value):
-                        non_tensor.add(u)
             else:
                 readers[v].append(g)
             reads_g.append(v)
@@ -158,6 +163,32 @@ def _structure(nodes: Sequence[torch.fx.Node]) -> _Graph:
                 preds_g.append(u)
                 succs[u].append(g)
     return _Graph(members, [], preds, succs, reads, made, producer, size, readers, sorted(non_tensor))
+
+
+_MAY_WRITE: dict[object, bool] = {}  # per op: whether its schema writes to any argument (or it has none)
+
+
+def _is_mutable_state(value: torch.fx.Node) -> bool:
+    """``is_mutable_state``, asked only where a user's op can write to an argument at all (most constants
+    are read by ops that write nothing: at 100k nodes, checking their schemas argument by argument cost
+    more than the rest of this value's bookkeeping)."""
+    if value.op != "get_attr":
+        return False
+    for user in value.users:
+        if user.op != "call_function":
+            continue
+        target = user.target
+        try:
+            writes = _MAY_WRITE.get(target)
+        except TypeError:  # an unhashable target: ask the exact check
+            return is_mutable_state(value)
+        if writes is None:
+            schema = getattr(target, "_schema", None)
+            writes = schema is None or any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+            _MAY_WRITE[target] = writes
+        if writes:
+            return is_mutable_state(value)
+    return False
 
 
 def _with_targets(structure: _Graph, targets: dict[torch.fx.Node, Target]) -> _Graph:
@@ -221,8 +252,8 @@ def _cost(graph: _Graph, level: list[int]) -> int:
 def _shape(graph: _Graph, level: list[int]) -> tuple[int, int]:
     """(segments, TensorRT segments) of a level assignment: empty levels are no segments."""
     used: dict[int, int] = {}
-    for l, c in zip(level, graph.code, strict=True):
-        used[l] = c
+    for at_level, c in zip(level, graph.code, strict=True):
+        used[at_level] = c
     return len(used), sum(1 for c in used.values() if c == _TRT)
 
 
@@ -283,7 +314,7 @@ def _improve(graph: _Graph, level: list[int], start: int, top: int, movable: lis
             for v in reads_g:
                 options.update(at[v])
             options.discard(current)
-            options = sorted(l for l in options if low <= l <= high and (l & 1) == parity)
+            options = sorted(option for option in options if low <= option <= high and (option & 1) == parity)
             if not options:
                 continue
             # The exact change of the bytes, value by value: what leaving ``current`` saves (a level
@@ -452,6 +483,16 @@ class Optimal:
         self._structure: _Graph | None = None
         self._last: tuple[list[int], tuple[list[int], int]] | None = None  # (code, (levels, start))
 
+    def moved(self, mapping: dict[torch.fx.Node, torch.fx.Node]) -> Optimal:
+        """This segmenter for a copy of the graph (``mapping``: each node to its copy), keeping what it knows."""
+        moved = Optimal()
+        if self._structure is not None and self._nodes is not None:
+            moved._nodes = [mapping[node] for node in self._nodes]
+            members = [[mapping[node] for node in group] for group in self._structure.members]
+            moved._structure = dataclasses.replace(self._structure, members=members)
+            moved._last = self._last
+        return moved
+
     def __call__(self, nodes: Sequence[torch.fx.Node], targets: dict[torch.fx.Node, Target]) -> list[Segment]:
         nodes = list(nodes)
         if self._structure is None or nodes != self._nodes:
@@ -481,16 +522,16 @@ def _segments(nodes: Sequence[torch.fx.Node], graph: _Graph) -> list[Segment]:
 
 def _segments_at(graph: _Graph, level: list[int], start: int) -> list[Segment]:
     buckets: dict[int, list[torch.fx.Node]] = {}
-    for group, l in zip(graph.members, level, strict=True):
-        bucket = buckets.get(l)
+    for group, at_level in zip(graph.members, level, strict=True):
+        bucket = buckets.get(at_level)
         if bucket is None:
-            buckets[l] = list(group)
+            buckets[at_level] = list(group)
         else:
             bucket.extend(group)
     # Graph order inside a level (a valid order, since edges never go down a level): the groups are in
     # the order of their first node, and a group's other nodes (getitem) come later in the graph but
     # only read the group's first node, so appending a group at once keeps every node after its inputs.
     return [
-        Segment(Target.TENSORRT if (l & 1) == start ^ _TRT else Target.TORCH, buckets[l])
-        for l in sorted(buckets)
+        Segment(Target.TENSORRT if (at_level & 1) == start ^ _TRT else Target.TORCH, buckets[at_level])
+        for at_level in sorted(buckets)
     ]

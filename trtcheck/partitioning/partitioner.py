@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -18,8 +19,8 @@ from trtcheck.errors import PartitionError
 from trtcheck.lowering import copy_graph_module, lower
 from trtcheck.partitioning.boundaries import GraphMustChange, apply_min_block_size, enforce_tensor_boundaries
 from trtcheck.partitioning.decisions import Support, decide, follow_producers, is_getitem, support_function
-from trtcheck.partitioning.partition import Partition, Reason, Segment, Target, is_compute
 from trtcheck.partitioning.optimal import Optimal, boundary_bytes
+from trtcheck.partitioning.partition import Partition, Reason, Segment, Target, is_compute
 from trtcheck.partitioning.segmentation import SEGMENTERS, Segmenter, dependency_aware, merge_adjacent
 from trtcheck.settings import ModuleMatcher, OpMatcher, Settings, resolve_modules, resolve_ops
 
@@ -45,12 +46,17 @@ def partition(
     forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph, owner)
     if gm is not model:  # lowering made a new graph: ours to rewrite
         return partition_graph(gm, settings, support, forced_modules=forced_modules)
-    try:  # the user's own GraphModule: partition it in place unless a rule must add nodes
-        return partition_graph(gm, settings, support, forced_modules=forced_modules, may_change_graph=False)
-    except GraphMustChange:
-        with _gc_paused():
+    # One pause of the collector around both attempts: re-enabling it in between makes it walk everything
+    # the first attempt allocated (measured: a second at 100k nodes).
+    with _gc_paused():
+        try:  # the user's own GraphModule: partition it in place unless a rule must add nodes
+            return partition_graph(gm, settings, support, forced_modules=forced_modules, may_change_graph=False)
+        except GraphMustChange as error:
             copy = copy_graph_module(gm)
-        return partition_graph(copy, settings, support, forced_modules=forced_modules)
+            resume: _Resume | None = getattr(error, "resume", None)
+            if resume is not None:  # segmentation="optimal": carry what the first attempt found over to the copy
+                resume = resume.onto(gm, copy)
+            return _partition_graph(copy, settings, support, forced_modules, True, resume)
 
 
 def partition_graph(
@@ -90,23 +96,29 @@ def _partition_graph(
     support: Support,
     forced_modules: ModuleMatcher | None,
     may_change_graph: bool,
+    resume: _Resume | None = None,
 ) -> Partition:
-    supports = support_function(support)
-    forced_ops: OpMatcher = resolve_ops(settings.torch_executed_ops)
-    if forced_modules is None:
-        forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph)
     segmenter = SEGMENTERS[settings.segmentation]
-
-    nodes = [node for node in gm.graph.nodes if is_compute(node)]
-    targets: dict[torch.fx.Node, Target] = {}
-    reasons: dict[torch.fx.Node, Reason] = {}
-    for node in nodes:
-        if not is_getitem(node):
-            targets[node], reasons[node] = decide(node, supports, forced_ops, forced_modules)
-    follow_producers(nodes, targets, reasons)
+    nodes: list[torch.fx.Node]
+    targets: dict[torch.fx.Node, Target]
+    reasons: dict[torch.fx.Node, Reason]
+    if resume is not None:  # the decisions of the attempt on the graph this one copies (the same nodes)
+        nodes, targets, reasons = resume.nodes, resume.targets, resume.reasons
+    else:
+        supports = support_function(support)
+        forced_ops: OpMatcher = resolve_ops(settings.torch_executed_ops)
+        if forced_modules is None:
+            forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph)
+        nodes = [node for node in gm.graph.nodes if is_compute(node)]
+        targets = {}
+        reasons = {}
+        for node in nodes:
+            if not is_getitem(node):
+                targets[node], reasons[node] = decide(node, supports, forced_ops, forced_modules)
+        follow_producers(nodes, targets, reasons)
 
     if settings.segmentation == "optimal":
-        segments = _best_candidate(gm, nodes, targets, reasons, settings, may_change_graph)
+        segments = _best_candidate(gm, nodes, targets, reasons, settings, may_change_graph, resume)
     else:
         segments = _settle(gm, nodes, segmenter, targets, reasons, settings, may_change_graph)
 
@@ -163,6 +175,40 @@ def candidate_score(segments: Sequence[Segment]) -> tuple[int, int, int]:
     return len(segments), engines, torch_nodes
 
 
+@dataclass
+class _Resume:
+    """What an attempt of ``optimal`` on a graph it may not change found before it had to give up: the
+    decisions (before any rule), which candidates must change the graph, and their segmenters (an
+    ``Optimal`` keeps the structure and levels it computed). ``onto`` carries it over to a copy of the
+    graph, whose nodes are the same in the same order, so the retry neither decides nor probes again."""
+
+    nodes: list[torch.fx.Node]
+    targets: dict[torch.fx.Node, Target]
+    reasons: dict[torch.fx.Node, Reason]
+    must_change: frozenset[int]  # indices into the candidates
+    segmenters: dict[int, Segmenter]
+
+    def onto(self, original: torch.fx.GraphModule, copy: torch.fx.GraphModule) -> _Resume:
+        mapping = dict(zip(original.graph.nodes, copy.graph.nodes, strict=True))
+        segmenters = {}
+        for index, segmenter in self.segmenters.items():
+            if isinstance(segmenter, Optimal):
+                segmenters[index] = segmenter.moved(mapping)
+        return _Resume(
+            [mapping[node] for node in self.nodes],
+            {mapping[node]: target for node, target in self.targets.items()},
+            {mapping[node]: reason for node, reason in self.reasons.items()},
+            self.must_change,
+            segmenters,
+        )
+
+
+def _must_change(message: str, resume: _Resume) -> GraphMustChange:
+    error = GraphMustChange(message)
+    error.resume = resume  # type: ignore[attr-defined] - read by ``partition``
+    return error
+
+
 def _best_candidate(
     gm: torch.fx.GraphModule,
     nodes: list[torch.fx.Node],
@@ -170,43 +216,76 @@ def _best_candidate(
     reasons: dict[torch.fx.Node, Reason],
     settings: Settings,
     may_change_graph: bool,
+    resume: _Resume | None = None,
 ) -> list[Segment]:
     """Run every candidate from the same decisions and adopt the best end result (``targets`` and
     ``reasons`` updated in place).
 
-    A candidate that must insert copies (the copy rule) is scored on a private copy of the graph, so the
-    candidates never see each other's copies; if it wins it runs again on ``gm`` itself (deterministic:
-    the same decisions give the same result).
+    Each candidate runs once. A candidate first runs on ``gm`` without changing it; one that must insert
+    copies (the copy rule) runs again on a private copy of the graph (made before anything changes
+    ``gm``), so the candidates never see each other's copies. When every candidate must change the graph:
+    on a graph that is not ours, ``GraphMustChange`` at once (whichever wins would raise it), carrying
+    what was found over to the caller's copy (``_Resume``); on ours, the first candidate runs on ``gm``
+    itself (it usually wins) and the others on copies. A winner that ran on a copy hands its graph to
+    ``gm`` (``gm.graph = copy.graph``). Deterministic: the same decisions give the same result, on any
+    copy of the graph.
     """
-    if settings.min_block_size <= 1 or settings.require_full_compilation:
-        # Without min_block_size, every rule that moves a node to Torch looks only at targets (an edge
-        # between targets is always between segments), so every candidate ends with the same targets,
-        # for which the leveling is optimal: the others cannot win.
-        return _settle(gm, nodes, Optimal(), targets, reasons, settings, may_change_graph)
-    best: tuple[tuple[int, int, int], int, Callable[[], Segmenter], tuple | None, list[Segment]] | None = None
-    for index, (_, make) in enumerate(OPTIMAL_CANDIDATES):
+    single = settings.min_block_size <= 1 or settings.require_full_compilation
+    # Without min_block_size, every rule that moves a node to Torch looks only at targets (an edge
+    # between targets is always between segments), so every candidate ends with the same targets,
+    # for which the leveling is optimal: the others cannot win.
+    candidates: Sequence[tuple[str, Callable[[], Segmenter]]] = (("optimal", Optimal),) if single else OPTIMAL_CANDIDATES
+    segmenters: dict[int, Segmenter] = {}
+    results: list[tuple[list[Segment], dict, dict, torch.fx.GraphModule | None] | None] = [None] * len(candidates)
+    must_change = set(resume.must_change) if resume is not None else set()
+    for index, (_, make) in enumerate(candidates):
+        segmenter = resume.segmenters.get(index) if resume is not None else None
+        segmenters[index] = segmenter if segmenter is not None else make()
+        if index in must_change:  # known from the attempt on the original graph
+            continue
         mine_targets, mine_reasons = dict(targets), dict(reasons)
         try:
-            segments = _settle(gm, list(nodes), make(), mine_targets, mine_reasons, settings, False)
-            adopted: tuple | None = (segments, mine_targets, mine_reasons)
+            segments = _settle(gm, list(nodes), segmenters[index], mine_targets, mine_reasons, settings, False)
         except GraphMustChange:
+            must_change.add(index)
+            continue
+        results[index] = (segments, mine_targets, mine_reasons, None)
+    if must_change:
+        everyone = len(must_change) == len(candidates)
+        if not may_change_graph and everyone:
+            resume = _Resume(nodes, targets, reasons, frozenset(must_change), segmenters)
+            raise _must_change("every candidate must change the graph", resume)
+        # gm itself may change only when it is ours and no candidate's result (nodes of gm) depends on it
+        on_gm = min(must_change) if may_change_graph and everyone else None
+        for index in sorted(must_change):
+            if index == on_gm:
+                continue
             copy = copy_graph_module(gm)
             mapping = dict(zip(gm.graph.nodes, copy.graph.nodes, strict=True))
             copy_targets = {mapping[node]: target for node, target in targets.items()}
             copy_reasons = {mapping[node]: reason for node, reason in reasons.items()}
-            copy_nodes = [mapping[node] for node in nodes]
-            segments = _settle(copy, copy_nodes, make(), copy_targets, copy_reasons, settings, True)
-            adopted = None
-        score = candidate_score(segments)
+            segmenter = segmenters[index]
+            segmenter = segmenter.moved(mapping) if isinstance(segmenter, Optimal) else segmenter
+            segments = _settle(copy, [mapping[node] for node in nodes], segmenter, copy_targets, copy_reasons, settings, True)
+            results[index] = (segments, copy_targets, copy_reasons, copy)
+        if on_gm is not None:
+            mine_targets, mine_reasons = dict(targets), dict(reasons)
+            segments = _settle(gm, list(nodes), segmenters[on_gm], mine_targets, mine_reasons, settings, True)
+            results[on_gm] = (segments, mine_targets, mine_reasons, None)
+    best: tuple[tuple[int, int, int], int] | None = None
+    for index, result in enumerate(results):
+        assert result is not None
+        score = candidate_score(result[0])
         if best is None or score < best[0]:
-            best = (score, index, make, adopted, segments)
-        elif score == best[0] and boundary_bytes(segments) < boundary_bytes(best[4]):  # bytes only on a tie
-            best = (score, index, make, adopted, segments)
+            best = (score, index)
+        elif score == best[0] and boundary_bytes(result[0]) < boundary_bytes(results[best[1]][0]):  # bytes only on a tie
+            best = (score, index)
     assert best is not None
-    _, _, make, adopted, _ = best
-    if adopted is None:  # the winner changes the graph: run it for real
-        return _settle(gm, nodes, make(), targets, reasons, settings, may_change_graph)
-    segments, won_targets, won_reasons = adopted
+    segments, won_targets, won_reasons, graph_of = results[best[1]]
+    if graph_of is not None:  # the winner changed a copy of the graph
+        if not may_change_graph:
+            raise _must_change("the best candidate must change the graph", _Resume(nodes, targets, reasons, frozenset(must_change), {}))
+        gm.graph = graph_of.graph
     targets.clear()
     targets.update(won_targets)
     reasons.clear()
