@@ -160,3 +160,14 @@ def nonzero_int(*shape: int, dtype: torch.dtype = torch.int64, seed: int = 0) ->
 
 def bools(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.rand(shape, generator=torch.Generator().manual_seed(seed)) > 0.5
+
+
+class Fn(torch.nn.Module):
+    """A lambda as a module, for one-op models in tests."""
+
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_unflatten
+from torch.utils._pytree import tree_flatten
 
 import trtcheck
+from trtcheck.conversion.coverage import OneOp
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -118,24 +119,6 @@ def op_dtype_pairs() -> list[tuple[str, str]]:
 
 
 # ---- one sample ---------------------------------------------------------------------------------------
-
-
-class OneOp(torch.nn.Module):
-    """``forward(*tensors)`` calls ``op(input, *args, **kwargs)`` with the sample's Tensors put back in place."""
-
-    def __init__(self, fn: Any, leaves: Sequence[Any], spec: Any) -> None:
-        super().__init__()
-        self.fn = fn
-        self.spec = spec
-        self.constants = [None if isinstance(v, torch.Tensor) else v for v in leaves]
-        self.positions = [i for i, v in enumerate(leaves) if isinstance(v, torch.Tensor)]
-
-    def forward(self, *tensors: torch.Tensor) -> Any:
-        leaves = list(self.constants)
-        for position, tensor in zip(self.positions, tensors):
-            leaves[position] = tensor
-        input, args, kwargs = tree_unflatten(leaves, self.spec)
-        return self.fn(input, *args, **kwargs)
 
 
 def one_op_model(op: Any, sample: Any) -> tuple[OneOp, tuple[torch.Tensor, ...]]:

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 import trtcheck
 from suites.converters.converter_cases import CASES
-from suites.converters.converter_harness import check, export_graph
+from suites.converters.converter_harness import Fn, check, export_graph
 from trtcheck import ReasonKind, Target, converters, dtypes
 from trtcheck.conversion import ConversionError, onnx_dtype, segment_to_onnx
 from trtcheck.conversion.arguments import bind
@@ -26,15 +26,6 @@ from trtcheck.errors import LoweringError
 
 A = torch.ops.aten
 ONE = trtcheck.Settings(min_block_size=1)
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 def _compile_and_compare(model: torch.nn.Module, *inputs: torch.Tensor) -> trtcheck.CompiledModule:

@@ -18,7 +18,7 @@ from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
 import trtcheck
-from suites.converters.converter_harness import check, export_graph
+from suites.converters.converter_harness import Fn, check, export_graph
 from trtcheck import Target, converters
 from trtcheck.compiler import CompilationError
 from trtcheck.conversion import segment_to_onnx
@@ -27,15 +27,6 @@ from trtcheck.shape_analysis import ShapeMismatchError, confirm_shapes, find_mis
 A = torch.ops.aten
 ONE = trtcheck.Settings(min_block_size=1)
 NAN = float("nan")
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 def _compile(fn, *inputs: torch.Tensor, **kwargs) -> trtcheck.CompiledModule:

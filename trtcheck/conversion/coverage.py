@@ -141,7 +141,11 @@ class Observed:
     errors: list[str] = field(default_factory=list)
 
 
-class _OneOp(torch.nn.Module):
+class OneOp(torch.nn.Module):
+    """An OpInfo sample as a model: ``forward(*tensors)`` calls ``op(input, *args, **kwargs)`` with the
+    sample's Tensors put back in place (its other arguments are constants of the graph). ``op_id`` names
+    the op in a batch of samples. The OpInfo test suite builds its one-op models with it too."""
+
     def __init__(self, fn: Any, leaves: Sequence[Any], spec: Any, op_id: str = "") -> None:
         super().__init__()
         self.fn, self.spec, self.op_id = fn, spec, op_id
@@ -157,7 +161,7 @@ class _OneOp(torch.nn.Module):
 
 
 class _Batch(torch.nn.Module):
-    def __init__(self, models: Sequence[tuple[_OneOp, tuple]]) -> None:
+    def __init__(self, models: Sequence[tuple[OneOp, tuple]]) -> None:
         super().__init__()
         self.counts = [len(tensors) for _, tensors in models]
         for i, (model, _) in enumerate(models):
@@ -172,7 +176,7 @@ class _Batch(torch.nn.Module):
 
 
 def _opinfo_models(op_patterns: Sequence[str], dtypes: Sequence[torch.dtype], samples: int, first: int = 0
-                   ) -> list[tuple[_OneOp, tuple]]:
+                   ) -> list[tuple[OneOp, tuple]]:
     """One-op models of OpInfo samples ``first`` to ``samples - 1`` per op and dtype that eager runs."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -198,7 +202,7 @@ def _opinfo_models(op_patterns: Sequence[str], dtypes: Sequence[torch.dtype], sa
                             continue
                         leaves, spec = tree_flatten((sample.input, tuple(sample.args), dict(sample.kwargs)))
                         tensors = tuple(v.detach().clone() for v in leaves if isinstance(v, torch.Tensor))
-                        model = _OneOp(op.op, leaves, spec, name)
+                        model = OneOp(op.op, leaves, spec, name)
                         with torch.no_grad():
                             model(*(t.clone() for t in tensors))  # eager must run it
                         models.append((model, tensors))
@@ -207,7 +211,7 @@ def _opinfo_models(op_patterns: Sequence[str], dtypes: Sequence[torch.dtype], sa
     return models
 
 
-def _lower(models: Sequence[tuple[_OneOp, tuple]]) -> list[torch.fx.GraphModule]:
+def _lower(models: Sequence[tuple[OneOp, tuple]]) -> list[torch.fx.GraphModule]:
     """Lowered graphs of ``models`` (batched: lowering's cost is mostly per call); unexportable ones dropped."""
     from trtcheck.lowering import lower
 
@@ -288,7 +292,7 @@ def _base_name(overload: torch._ops.OpOverload) -> str:
     return name.split("_with_")[0].split("_legit")[0].split("_kernel")[0]
 
 
-def _matches(model: _OneOp, patterns: Sequence[str]) -> bool:
+def _matches(model: OneOp, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(model.op_id, p) for p in patterns)
 
 
