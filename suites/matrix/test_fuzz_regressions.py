@@ -133,7 +133,7 @@ def test_float16_convolution_chain_is_as_accurate_as_eager():
     3x3 convolution. ONNX Runtime's float16 Conv rounds differently from PyTorch's by a unit in the last
     place, over verify's float16 default (1e-3); against the float64 result the engine is no worse than
     eager, which is the fuzzer's criterion (``reference_atol``)."""
-    from test_random_graph_fuzz import reference_atol
+    from suites.matrix.test_random_graph_fuzz import reference_atol
 
     graph = build_graph([Step("add", 0, 0), Step("add", 0, 1), Step("conv", 0, 0)], dtype=torch.float16)
     atol = reference_atol(graph, seed=0)
