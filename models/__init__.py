@@ -16,13 +16,17 @@ from .registry import Factory, ZooEntry, get, make_nontrivial, names, register, 
 from .torchvision_models import TORCHVISION_ZOO  # isort: skip
 from .fallback_models import FALLBACK_ZOO  # isort: skip
 from .correctness_models import CORRECTNESS_ZOO  # isort: skip
+from .dynamic_models import DYNAMIC_ZOO  # isort: skip
+from .control_flow_models import CONTROL_FLOW_ZOO  # isort: skip
 
 # Every built-in entry, torchvision first. Filter by tag to skip the slow ones: names(exclude_tags=["heavy"]).
-DEFAULT_ZOO: tuple[str, ...] = TORCHVISION_ZOO + FALLBACK_ZOO + CORRECTNESS_ZOO
+DEFAULT_ZOO: tuple[str, ...] = TORCHVISION_ZOO + FALLBACK_ZOO + CORRECTNESS_ZOO + DYNAMIC_ZOO + CONTROL_FLOW_ZOO
 
 __all__ = [
+    "CONTROL_FLOW_ZOO",
     "CORRECTNESS_ZOO",
     "DEFAULT_ZOO",
+    "DYNAMIC_ZOO",
     "FALLBACK_ZOO",
     "TORCHVISION_ZOO",
     "Factory",

@@ -41,6 +41,8 @@ class ZooEntry:
     interesting case for module-level fallback. None when the entry has no such submodule.
     ``input_sets`` gives extra valid input sets for a model whose input domain is constrained (a
     positive-definite matrix), where the random sets ``verify`` draws would make eager itself fail.
+    ``dynamic_shapes`` is ``torch.export.export``'s argument for the example inputs (``torch.export.Dim`` per
+    dynamic size): the entry is compiled with it, and verified at the minimum, maximum and random sizes in range.
     """
 
     name: str
@@ -48,6 +50,7 @@ class ZooEntry:
     tags: frozenset[str] = field(default_factory=frozenset)
     fallback_module: str | None = None
     input_sets: Callable[[], list[tuple[Any, ...]]] | None = None  # valid inputs, where random ones are not
+    dynamic_shapes: Any = None  # torch.export's dynamic_shapes for the example inputs (torch.export.Dim values)
 
     def __post_init__(self) -> None:
         # Accept any iterable of tags (a tuple reads best at call sites) but store a frozenset, so

@@ -16,10 +16,11 @@ import onnx
 import torch
 import torch.fx
 
+from trtcheck.control_flow import BranchConversion, compile_branches, convert_branches
 from trtcheck.conversion import segment_to_onnx
 from trtcheck.engines import Engine, TensorSpec, build_engine, resolve_backend
 from trtcheck.errors import TrtcheckError
-from trtcheck.lowering import copy_graph_module, independent_inputs, lower, own_mutable_state
+from trtcheck.lowering import copy_graph_module, independent_inputs, lower, own_mutable_state, symbol_ranges
 from trtcheck.partitioning.decisions import Support
 from trtcheck.partitioning.extract import segment_module
 from trtcheck.partitioning.partition import Partition, Target
@@ -81,6 +82,7 @@ class Conversion:
     # on the example inputs, is not its metadata's: their engines would be built from that metadata, so
     # compile runs them in PyTorch. They are converted all the same, so conversions compare alike.
     mismatched: dict[int, Exception] = field(default_factory=dict)
+    branches: dict[str, BranchConversion] = field(default_factory=dict)  # torch.cond/while_loop branches (control_flow.py)
 
     def __post_init__(self) -> None:
         if not self.layout:
@@ -97,18 +99,20 @@ def convert(
     check_shapes: bool = True,
     clock: _Clock | None = None,
     lowered: torch.fx.GraphModule | None = None,
+    dynamic_shapes: Any = None,
 ) -> Conversion:
     """Lower, partition, analyse shapes and convert each TensorRT segment to ONNX; build no engine.
 
     The model is never changed: aliased example inputs are copied before export (a graph traced on
     ``(x, x)`` would ignore one input), and buffers the graph writes into get their own copies.
     ``lowered`` is ``lower(model, example_inputs)`` made earlier (see ``LoweringCache``): it is copied,
-    never changed, so one lowering serves every setting a model is compiled with.
+    never changed, so one lowering serves every setting a model is compiled with (it carries its own
+    dynamic sizes: ``dynamic_shapes`` is then not read).
     """
     settings = Settings.coerce(settings)
     clock = clock or _Clock()
     args, kwargs = independent_inputs(example_inputs, example_kwargs)
-    gm = lowered if lowered is not None else clock.run("lowering", lower, model, args, kwargs)
+    gm = lowered if lowered is not None else clock.run("lowering", lower, model, args, kwargs, dynamic_shapes=dynamic_shapes)
     forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph, model)
     if gm is model or gm is lowered:  # compile never rewrites the caller's own GraphModule, nor its buffers
         gm = copy_graph_module(gm)
@@ -126,7 +130,8 @@ def convert(
                 onnx_models[index] = clock.run("conversion", segment_to_onnx, segment_module(gm, segment)).SerializeToString()
             except Exception as error:  # noqa: BLE001 - any failure of one segment is contained and reported
                 errors[index] = error
-    return Conversion(gm, partition, onnx_models, errors, args, kwargs, mismatched=mismatched)
+    branches = convert_branches(partition, clock)
+    return Conversion(gm, partition, onnx_models, errors, args, kwargs, mismatched=mismatched, branches=branches)
 
 
 def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_tensorrt.compile
@@ -140,6 +145,7 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
     check_shapes: bool = True,
     example_kwargs: Mapping[str, Any] | None = None,
     lowered: torch.fx.GraphModule | None = None,
+    dynamic_shapes: Any = None,
 ) -> CompiledModule:
     """Partition ``model``, build one engine per TensorRT segment, and stitch them with the Torch segments.
 
@@ -153,20 +159,21 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
     clock = _Clock()
     conversion = convert(
         model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=check_shapes, clock=clock,
-        lowered=lowered,
+        lowered=lowered, dynamic_shapes=dynamic_shapes,
     )
     partition = conversion.partition
     engines: dict[int, Engine] = {}
     failures = {**conversion.errors, **conversion.mismatched}
+    ranges = symbol_ranges(conversion.graph_module)
     for index, onnx_bytes in conversion.onnx_models.items():
         if index in failures:
             continue
-        shapes = segment_shapes(partition.segments[index])
+        shapes = segment_shapes(partition.segments[index], ranges)
         outputs = [TensorSpec(f"output_{i}", s.shape, s.dtype) for i, s in enumerate(shapes.outputs)]
         try:
             engines[index] = clock.run(
                 "engine_build", build_engine, onnx.load_from_string(onnx_bytes), shapes.inputs, outputs, backend,
-                engines_in_model=len(conversion.onnx_models), settings=settings,
+                engines_in_model=len(conversion.onnx_models), settings=settings, shape_ranges=shapes.shape_ranges(),
             )
         except Exception as error:  # noqa: BLE001 - any failure of one segment is contained and reported
             failures[index] = error
@@ -185,7 +192,8 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
     if failures:  # fall_back merged segments: re-key the engines by their segments' new indices
         engines = {i: by_segment[id(s)] for i, s in enumerate(partition.segments) if id(s) in by_segment}
     stitched = clock.run("stitching", stitch, partition, engines)
-    signature = InputSignature.of(model, conversion.example_args, conversion.example_kwargs)
+    compile_branches(conversion, stitched, backend, strict=strict, clock=clock)  # engines inside control-flow branches
+    signature = InputSignature.of(model, conversion.example_args, conversion.example_kwargs, graph_module=conversion.graph_module)
     return CompiledModule(stitched, signature, clock.times, conversion)
 
 

@@ -61,6 +61,8 @@ def lower(
     model: torch.nn.Module | torch.export.ExportedProgram,
     example_inputs: Sequence[Any],
     example_kwargs: Mapping[str, Any] | None = None,
+    *,
+    dynamic_shapes: Any = None,
 ) -> torch.fx.GraphModule:
     """Lower ``model`` to a core-ATen ``GraphModule``; ATen ``GraphModule`` inputs are reused as they are.
 
@@ -70,8 +72,17 @@ def lower(
 
     A ``torch.export.ExportedProgram`` (a ``.pt2`` file's content) is lowered as it is, without tracing
     again: only its core-ATen decompositions are run, so the graph is the one the user exported.
+
+    ``dynamic_shapes`` is ``torch.export.export``'s argument (``torch.export.Dim`` per dynamic dimension):
+    the graph's metadata then carries symbolic sizes, and ``gm.meta[RANGES]`` each symbol's range
+    (``symbol_ranges``), which shape analysis and the engines' shape profiles are built from.
     """
     if isinstance(model, torch.export.ExportedProgram):
+        if dynamic_shapes is not None:
+            raise LoweringError(
+                "dynamic_shapes was given with an ExportedProgram: its dynamic dimensions were fixed when it was "
+                "exported. Fix: pass dynamic_shapes to torch.export.export instead, or pass the nn.Module"
+            )
         return lower_program(model)
     if not isinstance(model, torch.nn.Module):
         raise LoweringError(
@@ -84,8 +95,13 @@ def lower(
             "write (x,) for a single input"
         )
     if isinstance(model, torch.fx.GraphModule) and is_aten_graph(model):
+        if dynamic_shapes is not None:
+            raise LoweringError(
+                "dynamic_shapes was given with an ATen GraphModule, which is used as it is (its metadata decides "
+                "its shapes). Fix: pass the nn.Module, or an ExportedProgram exported with dynamic_shapes"
+            )
         return _reuse_aten_graph(model, example_inputs)
-    return _export(model, tuple(example_inputs), dict(example_kwargs or {}))
+    return _export(model, tuple(example_inputs), dict(example_kwargs or {}), dynamic_shapes)
 
 
 def independent_inputs(args: Sequence[Any], kwargs: Mapping[str, Any] | None = None) -> tuple[tuple, dict]:
@@ -136,11 +152,18 @@ def own_mutable_state(gm: torch.fx.GraphModule) -> None:
                 setattr(owner, name, copy)
 
 
-def _export(model: torch.nn.Module, args: tuple, kwargs: dict) -> torch.fx.GraphModule:
+def _export(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any = None) -> torch.fx.GraphModule:
     try:
-        program = torch.export.export(model, args, kwargs)
+        program = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
     except Exception as error:  # torch.export raises many unrelated types
         _raise_if_inputs_do_not_fit(model, args, kwargs)
+        if dynamic_shapes is not None and _is_constraint_error(error):
+            raise LoweringError(
+                f"torch.export could not keep the dynamic dimensions of {type(model).__name__}: "
+                f"{type(error).__name__}: {_first_lines(error, 6)}\nFix: follow export's suggestion above (a "
+                "narrower Dim range, a static size, or a Dim shared between inputs), or drop that dimension "
+                "from dynamic_shapes"
+            ) from error
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise LoweringError(
             f"torch.export could not trace {type(model).__name__}: {type(error).__name__}: {first_line}\n"
@@ -154,9 +177,93 @@ def _export(model: torch.nn.Module, args: tuple, kwargs: dict) -> torch.fx.Graph
         raise LoweringError(
             f"decomposing {type(model).__name__} to core ATen failed: {type(error).__name__}: {error}"
         ) from error
+    gm = _module_of(program)
+    if dynamic_shapes is not None:
+        gm.meta[DIM_NAMES] = _dim_names(gm, model, args, kwargs, dynamic_shapes)
+    return gm
+
+
+RANGES = "trtcheck_symbol_ranges"
+"""``GraphModule.meta`` key: ``{symbol name: (min, max)}`` of every dynamic size (max None: unbounded)."""
+
+
+def _module_of(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     gm = program.module()
     _drop_guards(gm)
+    ranges = {}
+    for symbol, bounds in program.range_constraints.items():
+        upper = bounds.upper
+        finite = getattr(upper, "is_finite", True) and str(upper) not in ("oo", "int_oo")
+        ranges[str(symbol)] = (int(bounds.lower), int(upper) if finite else None)
+    gm.meta[RANGES] = ranges
     return gm
+
+
+def symbol_ranges(gm: torch.fx.GraphModule) -> dict[str, tuple[int, int | None]]:
+    """``{symbol name: (min, max)}`` of the dynamic sizes in ``gm``'s metadata (empty for static graphs)."""
+    return dict(gm.meta.get(RANGES, {}))
+
+
+DIM_NAMES = "trtcheck_dim_names"
+"""``GraphModule.meta`` key: ``{symbol name: the torch.export.Dim's name}`` (``{"s17": "batch"}``)."""
+
+
+def dim_names(gm: torch.fx.GraphModule) -> dict[str, str]:
+    """The user's name of each symbol (its ``torch.export.Dim``'s), where lowering could tell; messages use it."""
+    return dict(gm.meta.get(DIM_NAMES, {}))
+
+
+def _dim_names(gm: torch.fx.GraphModule, model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any) -> dict[str, str]:
+    """Pair each input size that export made a plain symbol with the Dim the user gave for it. Best effort:
+    ``dynamic_shapes`` mirrors the inputs (a tuple like ``args``, or a dict by parameter name); any other
+    form names nothing, and messages then show the symbol alone."""
+    import inspect
+
+    import sympy
+
+    try:
+        if isinstance(dynamic_shapes, dict):
+            bound = inspect.signature(model.forward).bind(*args, **kwargs)
+            pairs = [(value, dynamic_shapes.get(name)) for name, value in bound.arguments.items()]
+        else:
+            pairs = list(zip(args, dynamic_shapes))
+    except (TypeError, ValueError):
+        return {}
+    specs: list[Any] = []
+
+    def walk(value: Any, spec: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            specs.append(spec)
+        elif isinstance(value, (tuple, list)):
+            for index, item in enumerate(value):
+                walk(item, spec[index] if isinstance(spec, (tuple, list)) and index < len(spec) else None)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, spec.get(key) if isinstance(spec, dict) else None)
+
+    for value, spec in pairs:
+        walk(value, spec)
+    metas = [node.meta.get("val") for node in gm.graph.nodes if node.op == "placeholder"]
+    tensors = [m for m in metas if isinstance(m, torch.Tensor)]
+    names: dict[str, str] = {}
+    for meta, spec in zip(tensors, specs):
+        dims = spec.items() if isinstance(spec, dict) else enumerate(spec) if isinstance(spec, (tuple, list)) else ()
+        for dim, dim_spec in dims:
+            name = getattr(dim_spec, "__name__", None)
+            if name and isinstance(dim, int) and dim < meta.dim():
+                size = meta.shape[dim]
+                if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
+                    names.setdefault(str(size.node.expr), name)
+    return names
+
+
+def _is_constraint_error(error: BaseException) -> bool:
+    names = {type(e).__name__ for e in (error, error.__cause__, error.__context__) if e is not None}
+    return bool(names & {"ConstraintViolationError", "UserError"}) or "Constraints violated" in str(error)
+
+
+def _first_lines(error: BaseException, count: int) -> str:
+    return "\n".join(str(error).strip().splitlines()[:count]) or type(error).__name__
 
 
 def lower_program(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
@@ -165,9 +272,7 @@ def lower_program(program: torch.export.ExportedProgram) -> torch.fx.GraphModule
         program = program.run_decompositions(core_aten_table())
     except Exception as error:
         raise LoweringError(f"decomposing the exported program to core ATen failed: {type(error).__name__}: {error}") from error
-    gm = program.module()
-    _drop_guards(gm)
-    return gm
+    return _module_of(program)
 
 
 def _raise_if_inputs_do_not_fit(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
@@ -206,6 +311,7 @@ def copy_graph_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         output_value, output_node = output
         graph.output(output_value, type_expr=getattr(output_node, "type", None))
     copy = _GraphModule(gm, graph)
+    copy.meta.update(gm.meta)  # the symbol ranges of a dynamic graph travel with every copy
     copy.graph._codegen = gm.graph._codegen
     copy.recompile()
     return copy
@@ -245,13 +351,14 @@ class LoweringCache:
     def __init__(self) -> None:
         self._graphs: dict[str, torch.fx.GraphModule] = {}
 
-    def get(self, key: str, build: Any) -> torch.fx.GraphModule:
-        """The lowered graph of ``build()`` (a callable returning ``(model, example_inputs)``), lowered once."""
+    def get(self, key: str, build: Any, dynamic_shapes: Any = None) -> torch.fx.GraphModule:
+        """The lowered graph of ``build()`` (a callable returning ``(model, example_inputs)``), lowered once
+        (with torch.export's ``dynamic_shapes``, when given)."""
         if key not in self._graphs:
             start = time.perf_counter()
-            first = _lower_fresh(build)
+            first = _lower_fresh(build, dynamic_shapes)
             first.meta[LOWERING_SECONDS] = time.perf_counter() - start
-            second = _lower_fresh(build)
+            second = _lower_fresh(build, dynamic_shapes)
             difference = _graph_difference(first, second)
             if difference:
                 raise LoweringError(
@@ -265,10 +372,10 @@ class LoweringCache:
         return len(self._graphs)
 
 
-def _lower_fresh(build: Any) -> torch.fx.GraphModule:
+def _lower_fresh(build: Any, dynamic_shapes: Any = None) -> torch.fx.GraphModule:
     model, example_inputs = build()
     args, kwargs = independent_inputs(example_inputs)
-    return lower(model, args, kwargs)
+    return lower(model, args, kwargs, dynamic_shapes=dynamic_shapes)
 
 
 def _graph_difference(a: torch.fx.GraphModule, b: torch.fx.GraphModule) -> str:

@@ -244,7 +244,8 @@ def trtcheck_lowered(trtcheck_model_entry: Any, _trtcheck_lowering_cache: Any) -
     """The zoo model's lowered graph, made once per process (per xdist worker) and shared by every preset:
     pass it as ``lowered=`` to ``trtcheck_verify`` / ``trtcheck_compile``. Lowering is most of compile time
     and does not depend on the settings; its own determinism is checked when it is first made."""
-    return _trtcheck_lowering_cache.get(trtcheck_model_entry.name, trtcheck_model_entry.build)
+    entry = trtcheck_model_entry
+    return _trtcheck_lowering_cache.get(entry.name, entry.build, getattr(entry, "dynamic_shapes", None))
 
 
 @pytest.fixture

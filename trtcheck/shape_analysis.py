@@ -1,6 +1,9 @@
-"""Shape analysis: the shapes and dtypes crossing every segment boundary.
+"""Shape analysis: the shapes and dtypes crossing every segment boundary, with their ranges.
 
 They come from the graph's fake-tensor metadata (``meta["val"]``), which is what engines are built from.
+A graph exported with ``dynamic_shapes`` carries symbolic sizes (``s0``, ``2*s0``); as the seed's shape
+analysis gives every engine input a (min, opt, max) shape, ``value_shape`` bounds each size over the
+ranges export recorded for its symbols (``bound_sympy``), opt being the example's size.
 As the seed's shape analysis runs each segment with JIT, ``confirm_shapes`` runs the segments in order on
 the example inputs and checks that every boundary value has the recorded shape and dtype, so an engine is
 never built for a shape the model does not produce. The example inputs, not random ones: a model's inputs
@@ -12,15 +15,19 @@ shape analysis changes neither the caller's tensors nor the compiled module's st
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import sympy
 import torch
 import torch.fx
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
-from trtcheck.engines import TensorSpec
+from trtcheck.engines import ShapeRange, TensorSpec
 from trtcheck.errors import TrtcheckError
+from trtcheck.lowering import symbol_ranges
 from trtcheck.partitioning.extract import segment_module
 from trtcheck.partitioning.partition import Partition, Segment, is_mutable_state
 
@@ -42,17 +49,162 @@ def tensor_spec(value: torch.fx.Node) -> TensorSpec:
     return TensorSpec(value.name, meta_shape(meta), meta.dtype)
 
 
+Ranges = Mapping[str, tuple[int, "int | None"]]
+"""``{symbol name: (min, max)}``, max None when unbounded: ``trtcheck.lowering.symbol_ranges(gm)``."""
+
+
+@dataclass(frozen=True)
+class DimRange:
+    """The sizes one dimension takes: ``opt`` is the example's, ``max`` None when export left it unbounded."""
+
+    min: int
+    opt: int
+    max: int | None
+
+    @property
+    def is_static(self) -> bool:
+        return self.min == self.opt == self.max
+
+    def __str__(self) -> str:
+        if self.is_static:
+            return str(self.opt)
+        return f"{self.min}..{self.opt}..{'inf' if self.max is None else self.max}"
+
+
+def dim_range(size: int | torch.SymInt, ranges: Ranges) -> DimRange:
+    """The range of one size of a value's metadata: an int is static; a SymInt is bounded over its symbols'
+    ranges (a symbol without a recorded range counts as unbounded, at least 0)."""
+    if isinstance(size, int):
+        return DimRange(size, size, size)
+    expr = size.node.expr
+    bounds = {}
+    for symbol in expr.free_symbols:
+        low, high = ranges.get(str(symbol), (0, None))
+        bounds[symbol] = ValueRanges(low, int_oo if high is None else high)
+    bound = bound_sympy(expr, bounds)
+    low = int(bound.lower) if bound.lower.is_finite else 0
+    high = int(bound.upper) if bound.upper.is_finite and bound.upper != int_oo else None
+    hint = size.node.hint
+    opt = int(hint) if hint is not None else max(low, 1)
+    return DimRange(low, opt, high)
+
+
+def named(expr: sympy.Expr, names: Mapping[str, str]) -> str:
+    """``expr`` written with the user's Dim names (``2*seq`` for ``2*s98``); ``str(expr)`` without names."""
+    renames = {symbol: sympy.Symbol(names[str(symbol)], integer=True) for symbol in expr.free_symbols if str(symbol) in names}
+    return str(expr.xreplace(renames)) if renames else str(expr)
+
+
+@dataclass(frozen=True)
+class ValueShape:
+    """(min, opt, max) of one boundary value, per dimension; what a TensorRT optimization profile needs."""
+
+    name: str
+    dims: tuple[DimRange, ...]
+    dtype: torch.dtype
+
+    @property
+    def is_static(self) -> bool:
+        return all(d.is_static for d in self.dims)
+
+    @property
+    def opt(self) -> tuple[int, ...]:
+        return tuple(d.opt for d in self.dims)
+
+    def shape_range(self) -> ShapeRange | None:
+        """The engine input's profile; None when a dimension is unbounded (a TensorRT profile needs a max).
+        A minimum of 0 becomes 1: an empty tensor is a corner engines handle unevenly, and no converter takes one."""
+        if any(d.max is None for d in self.dims):
+            return None
+        return ShapeRange(
+            tuple(max(d.min, 1) if not d.is_static else d.min for d in self.dims),
+            self.opt,
+            tuple(d.max for d in self.dims),  # type: ignore[misc] - checked above
+        )
+
+    def __str__(self) -> str:
+        return f"[{', '.join(map(str, self.dims))}] {str(self.dtype).removeprefix('torch.')}"
+
+
+def value_shape(value: torch.fx.Node, ranges: Ranges) -> ValueShape:
+    """The ``ValueShape`` of one Tensor value, from its metadata and the graph's symbol ranges."""
+    meta = value.meta.get("val")
+    if not isinstance(meta, torch.Tensor):
+        raise TypeError(f"{value.name} carries {type(meta).__name__}, not a Tensor: it has no shape range")
+    return ValueShape(value.name, tuple(dim_range(d, ranges) for d in meta.shape), meta.dtype)
+
+
 @dataclass(frozen=True)
 class SegmentShapes:
-    """What crosses one segment's boundary."""
+    """What crosses one segment's boundary: the engine's specs (-1 for a dynamic size) and their ranges."""
 
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+    input_ranges: tuple[ValueShape, ...] = ()
+    output_ranges: tuple[ValueShape, ...] = ()
+
+    def shape_ranges(self) -> dict[str, ShapeRange]:
+        """Engine input name -> profile, for every dynamic input whose range is bounded."""
+        found = {}
+        for spec, shape in zip(self.inputs, self.input_ranges):
+            if not shape.is_static:
+                profile = shape.shape_range()
+                if profile is not None:
+                    found[spec.name] = profile
+        return found
 
 
-def segment_shapes(segment: Segment) -> SegmentShapes:
-    """Input and output specs of a segment whose boundary values are all Tensors (TensorRT segments)."""
-    return SegmentShapes(tuple(map(tensor_spec, segment.inputs)), tuple(map(tensor_spec, segment.outputs)))
+def segment_shapes(segment: Segment, ranges: Ranges | None = None) -> SegmentShapes:
+    """Input and output specs of a segment whose boundary values are all Tensors (TensorRT segments), with
+    the (min, opt, max) of each over ``ranges`` (``symbol_ranges`` of the graph; None: no symbol bounded)."""
+    ranges = ranges or {}
+    return SegmentShapes(
+        tuple(map(tensor_spec, segment.inputs)),
+        tuple(map(tensor_spec, segment.outputs)),
+        tuple(value_shape(v, ranges) for v in segment.inputs),
+        tuple(value_shape(v, ranges) for v in segment.outputs),
+    )
+
+
+def partition_shapes(partition: Partition) -> list[SegmentShapes | None]:
+    """``segment_shapes`` of every segment whose boundary values are all Tensors, None for the others."""
+    ranges = symbol_ranges(partition.graph_module)
+    found: list[SegmentShapes | None] = []
+    for segment in partition.segments:
+        try:
+            found.append(segment_shapes(segment, ranges))
+        except TypeError:  # a non-Tensor value crosses this (Torch) segment's boundary
+            found.append(None)
+    return found
+
+
+def symbol_values(gm: torch.fx.GraphModule, flat_inputs: Sequence[Any]) -> dict[sympy.Symbol, int]:
+    """The value every symbol takes for ``flat_inputs`` (one per placeholder), read off the sizes that are a
+    plain symbol: what the symbolic sizes of every other value are evaluated with."""
+    found: dict[sympy.Symbol, int] = {}
+    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    for node, value in zip(placeholders, flat_inputs):
+        meta = node.meta.get("val")
+        if isinstance(meta, torch.Tensor) and isinstance(value, torch.Tensor) and meta.dim() == value.dim():
+            for size, got in zip(meta.shape, value.shape):
+                if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
+                    found.setdefault(size.node.expr, int(got))
+    return found
+
+
+def expected_shape(meta: torch.Tensor, values: Mapping[sympy.Symbol, int]) -> tuple[int, ...]:
+    """``meta``'s shape evaluated with ``values``; -1 for a size whose symbols are not all known."""
+    shape = []
+    for size in meta.shape:
+        if isinstance(size, int):
+            shape.append(size)
+            continue
+        expr = size.node.expr
+        if expr.free_symbols <= set(values):
+            shape.append(int(expr.xreplace(values)))
+        else:
+            shape.append(-1)
+    return tuple(shape)
 
 
 def random_like(value: Any, generator: torch.Generator | None = None) -> Any:
@@ -106,6 +258,7 @@ def find_mismatches(partition: Partition, flat_inputs: Sequence[Any]) -> list[Sh
     saved = {node: tensor.clone() for node, tensor in state.items()}
     values.update(state)
     mismatches: list[ShapeMismatch] = []
+    symbols = symbol_values(gm, flat_inputs)
     try:
         with torch.no_grad():
             for index, segment in enumerate(partition.segments):
@@ -116,7 +269,7 @@ def find_mismatches(partition: Partition, flat_inputs: Sequence[Any]) -> list[Sh
                         break
                     raise
                 for node, value in zip(segment.outputs, outputs):
-                    mismatch = _check(index, node, value)
+                    mismatch = _check(index, node, value, symbols)
                     if mismatch is not None:
                         mismatches.append(mismatch)
                     values[node] = value
@@ -127,11 +280,13 @@ def find_mismatches(partition: Partition, flat_inputs: Sequence[Any]) -> list[Sh
     return mismatches
 
 
-def _check(index: int, node: torch.fx.Node, value: Any) -> ShapeMismatch | None:
+def _check(index: int, node: torch.fx.Node, value: Any, symbols: Mapping[sympy.Symbol, int]) -> ShapeMismatch | None:
+    """A symbolic size is checked against its expression evaluated for this run (``2*s0`` must be twice
+    the size the input gave ``s0``), not merely accepted."""
     meta = node.meta.get("val")
     if not isinstance(meta, torch.Tensor):
         return None
-    expected = meta_shape(meta)
+    expected = expected_shape(meta, symbols)
     if not isinstance(value, torch.Tensor):
         return ShapeMismatch(index, node, f"{list(expected)} {meta.dtype}", type(value).__name__)
     got = tuple(value.shape)

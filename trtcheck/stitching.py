@@ -15,12 +15,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import sympy
 import torch
 import torch.fx
 from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_is_leaf, tree_unflatten
 
 from trtcheck.engines import Engine
 from trtcheck.errors import EngineRuntimeError, TrtcheckError
+from trtcheck.lowering import dim_names, symbol_ranges
 from trtcheck.partitioning.partition import Partition, Segment, Target
 
 
@@ -42,8 +44,9 @@ class EngineModule(torch.nn.Module):
         except ValueError as error:  # the engine's input check: name the segment and the fix
             raise InputMismatchError(
                 f"engine of TensorRT segment @{self.segment_index}: {error}. trtcheck builds engines for the "
-                "static shapes and dtypes of the example inputs: call the compiled module with inputs like "
-                "those, or compile again with examples of the new shape"
+                "shapes and dtypes of the example inputs (and the ranges of their torch.export.Dim): call the "
+                "compiled module with inputs like those, or compile again with examples of the new shape "
+                "(or dynamic_shapes covering it)"
             ) from error
         except Exception as error:  # noqa: BLE001 - a run-time failure must name the engine that failed
             raise EngineRuntimeError(
@@ -137,11 +140,26 @@ def restride(tensor: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
+class _Size:
+    """A dynamic size of an input: its expression over export's symbols and its range."""
+
+    expr: sympy.Expr
+    min: int
+    max: int | None
+    label: str = ""  # the expression in the user's Dim names ("batch", "2*seq"), else the symbols'
+
+    def __str__(self) -> str:
+        return f"{self.label or self.expr} in [{self.min}, {'inf' if self.max is None else self.max}]"
+
+
+@dataclass(frozen=True)
 class _TensorLeaf:
     shape: torch.Size
     dtype: torch.dtype
     device: torch.device
     stride: tuple[int, ...] | None  # the layout the graph was traced on; None when any layout will do
+    sizes: tuple[int | _Size, ...] | None = None  # with a dynamic size: every size, static or not
+    order: tuple[int, ...] | None = None  # dynamic: the example's dims from outermost to innermost in memory
 
 
 @dataclass(frozen=True)
@@ -159,20 +177,49 @@ class InputSignature:
     fix, never a wrong result or a raw error from generated code.
     """
 
-    def __init__(self, args: Sequence[Any], kwargs: Mapping[str, Any], names: Sequence[str]) -> None:
+    def __init__(
+        self, args: Sequence[Any], kwargs: Mapping[str, Any], names: Sequence[str], graph_module: torch.fx.GraphModule | None = None
+    ) -> None:
         leaves, self.spec = tree_flatten((tuple(args), dict(kwargs)))
         # The common call, positional leaves only, is checked without flattening (the hot path of every call).
         self._flat = not kwargs and all(tree_is_leaf(arg) for arg in args)
         self.names = tuple(names)
+        metas = _placeholder_metas(graph_module, len(leaves))
+        ranges = symbol_ranges(graph_module) if graph_module is not None else {}
+        self.dim_names = dim_names(graph_module) if graph_module is not None else {}
         self.leaves = tuple(
-            _TensorLeaf(x.shape, x.dtype, x.device, _layout(x)) if isinstance(x, torch.Tensor) else _ValueLeaf(x)
-            for x in leaves
+            _tensor_leaf(x, meta, ranges, self.dim_names) if isinstance(x, torch.Tensor) else _ValueLeaf(x)
+            for x, meta in zip(leaves, metas)
         )
+        self.dynamic = any(isinstance(leaf, _TensorLeaf) and leaf.sizes is not None for leaf in self.leaves)
 
     @classmethod
-    def of(cls, model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None) -> InputSignature:
+    def of(
+        cls, model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None, *,
+        graph_module: torch.fx.GraphModule | None = None,
+    ) -> InputSignature:
+        """The signature of ``model`` called with ``args``/``kwargs``; with ``graph_module`` (the lowered graph, one
+        placeholder per flat input), sizes its metadata holds as symbols accept their ranges."""
         kwargs = dict(kwargs or {})
-        return cls(args, kwargs, _leaf_names(model, tuple(args), kwargs))
+        return cls(args, kwargs, _leaf_names(model, tuple(args), kwargs), graph_module)
+
+    def symbol_ranges(self) -> dict[sympy.Symbol, tuple[int, int | None]]:
+        """Every symbol that is a whole input size, with its range: what ``verify`` draws sizes from."""
+        found: dict[sympy.Symbol, tuple[int, int | None]] = {}
+        for leaf in self.leaves:
+            if isinstance(leaf, _TensorLeaf) and leaf.sizes is not None:
+                for size in leaf.sizes:
+                    if isinstance(size, _Size) and isinstance(size.expr, sympy.Symbol):
+                        found.setdefault(size.expr, (size.min, size.max))
+        return found
+
+    def shape_for(self, index: int, values: Mapping[sympy.Symbol, int]) -> tuple[int, ...]:
+        """Flat input ``index``'s shape with every symbol set to ``values`` (its example shape when static)."""
+        leaf = self.leaves[index]
+        assert isinstance(leaf, _TensorLeaf)
+        if leaf.sizes is None:
+            return tuple(leaf.shape)
+        return tuple(size if isinstance(size, int) else int(size.expr.xreplace(values)) for size in leaf.sizes)
 
     def describe(self) -> str:
         return ", ".join(f"{name}: {_describe_leaf(leaf)}" for name, leaf in zip(self.names, self.leaves))
@@ -184,6 +231,7 @@ class InputSignature:
         else:
             leaves, spec = tree_flatten((args, kwargs))
         restrided = False
+        symbols: dict[sympy.Symbol, tuple[int, int]] = {}  # symbol -> (value, the flat input that set it)
         if spec != self.spec:
             raise InputMismatchError(
                 f"the compiled module takes ({self.describe()}), but was called with {len(args)} positional and "
@@ -194,6 +242,19 @@ class InputSignature:
             if isinstance(expected, _TensorLeaf):
                 if not isinstance(value, torch.Tensor):
                     raise self._mismatch(index, f"expected a Tensor, got {type(value).__name__} {value!r}")
+                if expected.sizes is not None:
+                    if value.dtype != expected.dtype or value.device != expected.device or value.dim() != len(expected.sizes):
+                        raise self._mismatch(index, f"expected {_describe_leaf(expected)}, got {_describe_leaf(value)}")
+                    self._check_sizes(index, value, expected.sizes, symbols)
+                    if expected.order is not None and value.numel() > 1:
+                        if expected.order == tuple(range(value.dim())):  # contiguous (size-1 strides are free)
+                            if not value.is_contiguous():
+                                leaves[index], restrided = value.contiguous(), True
+                        else:
+                            stride = _strides_in_order(value.shape, expected.order)
+                            if value.stride() != stride:
+                                leaves[index], restrided = restride(value, stride), True
+                    continue
                 if value.shape != expected.shape or value.dtype != expected.dtype or value.device != expected.device:
                     raise self._mismatch(index, f"expected {_describe_leaf(expected)}, got {_describe_leaf(value)}")
                 if expected.stride is not None and value.stride() != expected.stride and value.numel() > 1:
@@ -207,12 +268,83 @@ class InputSignature:
                 )
         return leaves if restrided else None
 
+    def _check_sizes(self, index: int, value: torch.Tensor, sizes: Sequence[int | _Size], symbols: dict) -> None:
+        """Each size of ``value`` against the compiled one: static sizes exactly, a symbol within its range and
+        equal wherever it recurs (in this input or an earlier one), an expression (``2*s0``) to its value."""
+        derived = []
+        for dim, (size, got) in enumerate(zip(sizes, value.shape)):
+            if isinstance(size, int):
+                if got != size:
+                    raise self._mismatch(index, f"dim {dim} is {got}, but it is static: {size} in every call")
+                continue
+            if not isinstance(size.expr, sympy.Symbol):
+                derived.append((dim, size, got))
+                continue
+            if got < size.min or (size.max is not None and got > size.max):
+                raise self._mismatch(index, f"dim {dim} is {got}, outside the range of {size}")
+            seen = symbols.setdefault(size.expr, (got, index))
+            if seen[0] != got:
+                raise self._mismatch(
+                    index, f"dim {dim} is {got}, but it is {size.label or size.expr}, which {self.names[seen[1]]!r} set to {seen[0]}"
+                )
+        for dim, size, got in derived:
+            if size.expr.free_symbols <= set(symbols):
+                want = int(size.expr.xreplace({s: v for s, (v, _) in symbols.items()}))
+                if got != want:
+                    raise self._mismatch(index, f"dim {dim} is {got}, but it is {size.label or size.expr} = {want} for these inputs")
+
     def _mismatch(self, index: int, what: str) -> InputMismatchError:
         return InputMismatchError(
             f"input {self.names[index]!r}: {what}. The module was compiled for the example inputs "
             f"({self.describe()}): call it with inputs like those, or compile again with examples of the new "
-            "shape, dtype or device"
+            "shape, dtype or device" + (" (or with dynamic_shapes covering the new size)" if not self.dynamic else
+            " (or with a torch.export.Dim whose range covers the new size)")
         )
+
+
+def _placeholder_metas(gm: torch.fx.GraphModule | None, count: int) -> list[Any]:
+    """The metadata of each of ``gm``'s placeholders (one per flat input); Nones when there is no graph or
+    its placeholders do not line up with the inputs."""
+    if gm is None:
+        return [None] * count
+    metas = [node.meta.get("val") for node in gm.graph.nodes if node.op == "placeholder"]
+    return metas if len(metas) == count else [None] * count
+
+
+def _tensor_leaf(example: torch.Tensor, meta: Any, ranges: Mapping[str, tuple[int, int | None]], names: Mapping[str, str]) -> _TensorLeaf:
+    if not isinstance(meta, torch.Tensor) or all(isinstance(d, int) for d in meta.shape) or meta.dim() != example.dim():
+        return _TensorLeaf(example.shape, example.dtype, example.device, _layout(example))
+    sizes = tuple(_size(d, ranges, names) for d in meta.shape)
+    return _TensorLeaf(example.shape, example.dtype, example.device, None, sizes, _order(example))
+
+
+def _size(size: int | torch.SymInt, ranges: Mapping[str, tuple[int, int | None]], names: Mapping[str, str]) -> int | _Size:
+    if isinstance(size, int):
+        return size
+    from trtcheck.shape_analysis import dim_range, named  # it imports this package's engines
+
+    bounds = dim_range(size, ranges)
+    return _Size(size.node.expr, bounds.min, bounds.max, named(size.node.expr, names))
+
+
+def _order(example: torch.Tensor) -> tuple[int, ...] | None:
+    """The example's dims from largest stride to smallest: its layout, for any sizes (``range(dim)`` when
+    contiguous; None when expanded or a single value, where any layout will do, as ``_layout`` says)."""
+    if example.numel() <= 1 or 0 in example.stride():
+        return None
+    if example.is_contiguous():
+        return tuple(range(example.dim()))
+    return tuple(sorted(range(example.dim()), key=lambda d: (-example.stride(d), d)))
+
+
+def _strides_in_order(shape: Sequence[int], order: Sequence[int]) -> tuple[int, ...]:
+    """Dense strides for ``shape`` with its dims laid out in ``order`` (outermost first)."""
+    strides = [0] * len(shape)
+    step = 1
+    for dim in reversed(order):
+        strides[dim] = step
+        step *= max(shape[dim], 1)
+    return tuple(strides)
 
 
 def _layout(example: torch.Tensor) -> tuple[int, ...] | None:
@@ -236,6 +368,11 @@ def _same_value(value: Any, expected: Any) -> bool:
 
 
 def _describe_leaf(leaf: Any) -> str:
+    if isinstance(leaf, _TensorLeaf) and leaf.sizes is not None:
+        sizes = ", ".join(
+            str(s) if isinstance(s, int) else f"{s.label or s.expr} in {s.min}..{'inf' if s.max is None else s.max}" for s in leaf.sizes
+        )
+        return f"Tensor[{sizes}] {str(leaf.dtype).removeprefix('torch.')} on {leaf.device}"
     if isinstance(leaf, (_TensorLeaf, torch.Tensor)):
         return f"Tensor{list(leaf.shape)} {str(leaf.dtype).removeprefix('torch.')} on {leaf.device}"
     if isinstance(leaf, _ValueLeaf):

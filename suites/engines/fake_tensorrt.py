@@ -339,7 +339,21 @@ def make_module(version: str = "10.99.0") -> types.ModuleType:
         def get_tensor_shape(self, name: str) -> tuple[int, ...]:
             if self.engine.get_tensor_mode(name) is TensorIOMode.INPUT:
                 return self.shapes.get(name, self.engine.get_tensor_shape(name))
-            return self.engine.get_tensor_shape(name)  # static outputs only
+            static = self.engine.get_tensor_shape(name)
+            if all(d >= 0 for d in static):
+                return static
+            return self._output_shapes()[name]
+
+        def _output_shapes(self) -> dict[str, tuple[int, ...]]:
+            """MOCK of TensorRT's shape inference after ``set_input_shape``: run the model on zeros of the
+            current input shapes and read the output shapes (a dynamic output's size is known only then)."""
+            feeds = {
+                name: np.zeros(self.get_tensor_shape(name), dtype=_NUMPY[dtype])
+                for name, (mode, dtype, _) in self.engine.io.items()
+                if mode is TensorIOMode.INPUT
+            }
+            results = self.engine.session.run(None, feeds)
+            return {info.name: tuple(value.shape) for info, value in zip(self.engine.model.graph.output, results)}
 
         def set_tensor_address(self, name: str, address: int) -> bool:
             if name not in self.engine.io:

@@ -25,21 +25,26 @@ def zoo_tolerances(entry, model, inputs) -> dict:
 
 
 def entry_options(entry) -> dict:
-    """What a zoo entry adds to verify: its own input sets, where random ones leave its input domain."""
-    return {"inputs": entry.input_sets()} if entry.input_sets is not None else {}
+    """What a zoo entry adds to verify: its own input sets, where random ones leave its input domain, and its
+    dynamic sizes (verify then checks the minimum, maximum and random sizes in range)."""
+    options = {"inputs": entry.input_sets()} if entry.input_sets is not None else {}
+    if entry.dynamic_shapes is not None:
+        options["dynamic_shapes"] = entry.dynamic_shapes
+    return options
 
 
 def check_model(model, example_inputs, settings, verify, **verify_options):
+    dynamic_shapes = verify_options.get("dynamic_shapes")
     if not settings.require_full_compilation:
         report = verify(model, example_inputs, **verify_options)  # raises VerificationError on any failure
         # What a PASS must have covered: the example, a second call of it, and at least one other input set.
         assert len(report.comparisons) >= 3, f"only {len(report.comparisons)} input sets compared"
+        if dynamic_shapes is not None:  # and a dynamic model: its smallest and largest sizes too
+            assert any(s.startswith("min") for s in report.input_sets), report.input_sets
+            assert any(s.startswith("max") for s in report.input_sets), report.input_sets
         return
-    blockers = [
-        node.name
-        for segment in trtcheck.partition(model, example_inputs, trtcheck.Settings(min_block_size=1)).segments_of(Target.TORCH)
-        for node in segment.nodes
-    ]
+    single = trtcheck.partition(model, example_inputs, trtcheck.Settings(min_block_size=1), dynamic_shapes=dynamic_shapes)
+    blockers = [node.name for segment in single.segments_of(Target.TORCH) for node in segment.nodes]
     if blockers:  # the error must name what stops full compilation
         with pytest.raises(trtcheck.PartitionError, match=rf"\b{blockers[0]}\b"):
             verify(model, example_inputs, **verify_options)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import abc
 import difflib
+import functools
 import importlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, ClassVar
@@ -29,6 +30,7 @@ __all__ = [
     "BackendChoice",
     "Engine",
     "EngineBuildError",
+    "ShapeRange",
     "TensorSpec",
     "available_backends",
     "backend_versions",
@@ -53,8 +55,8 @@ class TensorSpec:
 
     Segments are cut from a graph carrying fake-tensor metadata, so every shape is known when the
     engine is built. That is what lets engines check calls cheaply and pre-allocate their outputs.
-    A negative dimension means "not known at build time" (it matches any size on input and makes
-    the engine let the backend allocate that output); the partitioner does not produce them today.
+    A negative dimension means "not known at build time": a size that varies with a ``torch.export.Dim``
+    (it matches any size on input, ``ShapeRange`` bounds it, and the backend allocates that output).
     """
 
     name: str
@@ -78,6 +80,37 @@ class TensorSpec:
     def like(cls, name: str, tensor: torch.Tensor) -> TensorSpec:
         """The spec of ``tensor`` under ``name``: handy for tests and for callers holding examples."""
         return cls(name, tuple(tensor.shape), tensor.dtype)
+
+
+@dataclass(frozen=True)
+class ShapeRange:
+    """The shapes one engine input accepts: TensorRT optimizes for ``opt`` and runs anything in [min, max]."""
+
+    min: tuple[int, ...]
+    opt: tuple[int, ...]
+    max: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        for name in ("min", "opt", "max"):
+            object.__setattr__(self, name, tuple(int(d) for d in getattr(self, name)))
+        if not len(self.min) == len(self.opt) == len(self.max):
+            raise ValueError(f"min {self.min}, opt {self.opt} and max {self.max} must have the same rank")
+        if any(d < 0 for d in self.min):
+            raise ValueError(f"min {self.min} has a negative dimension; a range needs known bounds")
+        if not all(lo <= o <= hi for lo, o, hi in zip(self.min, self.opt, self.max)):
+            raise ValueError(f"need min <= opt <= max in every dimension, got min {self.min}, opt {self.opt}, max {self.max}")
+
+    @classmethod
+    def static(cls, shape: Sequence[int]) -> ShapeRange:
+        """The range of a static input: exactly ``shape``."""
+        return cls(tuple(shape), tuple(shape), tuple(shape))
+
+    @property
+    def is_static(self) -> bool:
+        return self.min == self.opt == self.max
+
+    def contains(self, shape: Sequence[int]) -> bool:
+        return len(shape) == len(self.min) and all(lo <= d <= hi for lo, d, hi in zip(self.min, shape, self.max))
 
 
 class EngineBuildError(Exception):
@@ -167,11 +200,13 @@ class Engine(abc.ABC):
     @classmethod
     def build(
         cls, model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], *, engines_in_model: int = 1,
-        settings: Settings | None = None,
+        settings: Settings | None = None, shape_ranges: Mapping[str, ShapeRange] | None = None,
     ) -> Engine:
         """An engine for one of ``engines_in_model`` engines of a compiled model; backends that tune their
-        threads to how many engines share the process override this (``OnnxRuntimeEngine``), and backends
-        with builder options read them from ``settings`` (``TensorRTEngine``: precision, workspace, cache)."""
+        threads to how many engines share the process override this (``OnnxRuntimeEngine``), backends
+        with builder options read them from ``settings`` (``TensorRTEngine``: precision, workspace, cache),
+        and backends that build for a shape profile read ``shape_ranges`` (input name -> (min, opt, max) of
+        every dynamic input; a backend that runs any shape, like ONNX Runtime, may ignore it)."""
         return cls(model, inputs, outputs)
 
     @abc.abstractmethod
@@ -399,6 +434,7 @@ def build_engine(
     *,
     engines_in_model: int = 1,
     settings: Settings | None = None,
+    shape_ranges: Mapping[str, ShapeRange] | None = None,
 ) -> Engine:
     """Build an engine running ``model`` on ``backend`` (see ``resolve_backend``).
 
@@ -406,7 +442,9 @@ def build_engine(
     allocates; their names must be the ONNX graph's input/output names. ``engines_in_model`` says how
     many engines the compiled model will run one after another, for backends whose best thread settings
     depend on it (``Engine.build``). ``settings`` carries the builder options of backends that have
-    them (TensorRT's precision, workspace and engine cache); None means the defaults.
+    them (TensorRT's precision, workspace and engine cache); None means the defaults. ``shape_ranges``:
+    the (min, opt, max) of every dynamic input (a negative dimension in its spec), from shape analysis.
     """
     engine_cls = _BACKENDS[resolve_backend(backend)]
-    return engine_cls.build(model, tuple(inputs), tuple(outputs), engines_in_model=engines_in_model, settings=settings)
+    build = functools.partial(engine_cls.build, model, tuple(inputs), tuple(outputs), engines_in_model=engines_in_model, settings=settings)
+    return build(shape_ranges=shape_ranges) if shape_ranges else build()

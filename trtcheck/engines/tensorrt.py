@@ -49,6 +49,7 @@ import torch
 
 from trtcheck import dtypes
 from trtcheck.engines.base import (
+    ShapeRange,
     Engine,
     EngineBuildError,
     TensorSpec,
@@ -95,37 +96,6 @@ class ParserRefusedError(EngineBuildError):
 # Optimization profiles
 
 
-@dataclass(frozen=True)
-class ShapeRange:
-    """The shapes one engine input accepts: TensorRT optimizes for ``opt`` and runs anything in [min, max]."""
-
-    min: tuple[int, ...]
-    opt: tuple[int, ...]
-    max: tuple[int, ...]
-
-    def __post_init__(self) -> None:
-        for name in ("min", "opt", "max"):
-            object.__setattr__(self, name, tuple(int(d) for d in getattr(self, name)))
-        if not len(self.min) == len(self.opt) == len(self.max):
-            raise ValueError(f"min {self.min}, opt {self.opt} and max {self.max} must have the same rank")
-        if any(d < 0 for d in self.min):
-            raise ValueError(f"min {self.min} has a negative dimension; a range needs known bounds")
-        if not all(lo <= o <= hi for lo, o, hi in zip(self.min, self.opt, self.max)):
-            raise ValueError(f"need min <= opt <= max in every dimension, got min {self.min}, opt {self.opt}, max {self.max}")
-
-    @classmethod
-    def static(cls, shape: Sequence[int]) -> ShapeRange:
-        """The range of a static input: exactly ``shape``."""
-        return cls(tuple(shape), tuple(shape), tuple(shape))
-
-    @property
-    def is_static(self) -> bool:
-        return self.min == self.opt == self.max
-
-    def contains(self, shape: Sequence[int]) -> bool:
-        return len(shape) == len(self.min) and all(lo <= d <= hi for lo, d, hi in zip(self.min, shape, self.max))
-
-
 def shape_ranges(
     inputs: Sequence[TensorSpec], given: Mapping[str, ShapeRange | Sequence[Sequence[int]]] | None = None
 ) -> dict[str, ShapeRange]:
@@ -147,7 +117,8 @@ def shape_ranges(
             if not spec.is_static:
                 raise EngineBuildError(
                     f"tensorrt: input {spec.name!r} has unknown dimensions {spec.shape} and no (min, opt, max) shape "
-                    "range; pass one per dynamic input (shape_ranges=), or export with static shapes"
+                    "range; give every torch.export.Dim a max (trtcheck.compile passes the ranges export recorded), "
+                    "pass one per dynamic input (shape_ranges=), or export with static shapes"
                 )
             ranges[spec.name] = ShapeRange.static(spec.shape)
             continue
@@ -397,10 +368,11 @@ class TensorRTEngine(Engine):
     @classmethod
     def build(
         cls, model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], *, engines_in_model: int = 1,
-        settings: Any | None = None,
+        settings: Any | None = None, shape_ranges: Mapping[str, ShapeRange] | None = None,
     ) -> TensorRTEngine:
-        """The engine for one segment, with the builder settings of ``settings`` (``trtcheck.Settings``)."""
-        return cls(model, inputs, outputs, settings=settings)
+        """The engine for one segment, with the builder settings of ``settings`` (``trtcheck.Settings``) and one
+        optimization profile from ``shape_ranges`` (every dynamic input's (min, opt, max))."""
+        return cls(model, inputs, outputs, settings=settings, shape_ranges=shape_ranges)
 
     def _cache_key(self, trt: Any, onnx_bytes: bytes) -> CacheKey:
         name, capability = self.cuda.identity(self._device)

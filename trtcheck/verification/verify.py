@@ -20,6 +20,7 @@ import torch.fx
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from trtcheck.compiler import CompileTimes, compile, convert
+from trtcheck.control_flow import branch_determinism_violations, stitched_branches
 from trtcheck.engines import describe_backend, resolve_backend
 from trtcheck.errors import InputDomainError, NondeterministicModelError, TrtcheckError
 from trtcheck.partitioning.decisions import Support
@@ -45,6 +46,7 @@ class VerificationReport:
     compile_times: CompileTimes | None = None
     repro: Path | None = None
     engine: str = ""  # which backend ran and why, with versions and device (describe_backend)
+    input_sets: list[str] = field(default_factory=list)  # per comparison: what input set it was ("min: seq=2")
 
     @property
     def passed(self) -> bool:
@@ -62,9 +64,12 @@ class VerificationReport:
         if self.violations:
             lines.append(f"  {len(self.violations)} invariant violation(s):")
             lines += [f"    {violation}" for violation in self.violations]
+        if self.input_sets and any(kind.startswith(("min", "max", "random size")) for kind in self.input_sets):
+            lines.append(f"  input sets: {'; '.join(self.input_sets)}")
         for index, comparison in enumerate(self.comparisons):
             if not comparison.passed:
-                lines.append(f"  input set {index}: outputs differ from eager")
+                what = f" ({self.input_sets[index]})" if index < len(self.input_sets) else ""
+                lines.append(f"  input set {index}{what}: outputs differ from eager")
                 lines += [f"    {line}" for line in str(comparison).splitlines()]
         if not self.passed:
             lines.append("  partition explained (Partition.explain):")
@@ -104,6 +109,7 @@ def verify(
     seed: int = 0,
     report_dir: str | os.PathLike | None = None,
     name: str | None = None,
+    dynamic_shapes: Any = None,
 ) -> VerificationReport:
     """Compile ``model`` and check it; raise ``VerificationError`` on any violation or mismatch.
 
@@ -112,6 +118,11 @@ def verify(
     examples (floating-point tensors redrawn from a normal distribution seeded by ``seed``; integer and
     other inputs kept). A model whose inputs are constrained (positive-definite, in a range) passes its
     own ``inputs``: eager failing on a generated set is an ``InputDomainError`` saying so.
+
+    ``dynamic_shapes`` (torch.export's argument, ``torch.export.Dim`` per dynamic size): the compiled module must
+    then serve every size in range, so without ``inputs`` the sets also include every dynamic size at its
+    minimum, at its maximum, and ``num_inputs - 1`` sets of random sizes in range (an unbounded maximum is
+    tested at twice the example's size, a minimum of 0 at 1). ``report.input_sets`` names the sizes of each.
 
     Eager runs twice on the examples first: a model that disagrees with itself (dropout in training
     mode, random ops) raises ``NondeterministicModelError`` naming its random ops, since comparing with
@@ -135,18 +146,29 @@ def verify(
     example_kwargs = dict(example_kwargs or {})
     before = snapshot_state(model)
     try:
-        stitched = compile(model, example_inputs, settings, backend, support=support, example_kwargs=example_kwargs, lowered=lowered)
+        stitched = compile(
+            model, example_inputs, settings, backend, support=support, example_kwargs=example_kwargs, lowered=lowered,
+            dynamic_shapes=dynamic_shapes,
+        )
         partition = stitched.partition
         report = VerificationReport(name, settings, backend, partition, compile_times=stitched.compile_times, engine=engine)
         report.violations = check_invariants(partition, support) + stitched_graph_violations(stitched.graph_module)
         report.violations += segmentation_violations(partition)
         report.violations += state_violations(before, snapshot_state(model), "compile")
-        report.violations += determinism_violations(stitched, model, example_inputs, settings, support, example_kwargs, lowered)
+        report.violations += determinism_violations(
+            stitched, model, example_inputs, settings, support, example_kwargs, lowered, dynamic_shapes
+        )
         if not allow_fallbacks:
             report.violations += [Violation("fallback", f"{line} (pass allow_fallbacks=True to accept it)") for line in partition.fallbacks]
 
         _check_eager_is_deterministic(model, example_inputs, example_kwargs, before, partition)
-        for index, input_set in enumerate(_input_sets(example_inputs, inputs, num_inputs, seed)):
+        input_sets = _input_sets(example_inputs, inputs, num_inputs, seed)
+        report.input_sets = ["example", "example again"] + ["given" if inputs is not None else "random values"] * (len(input_sets) - 2)
+        if inputs is None and stitched.signature.dynamic:
+            sized = _sized_input_sets(stitched.signature, example_inputs, num_inputs, seed)
+            input_sets = input_sets[:2] + [s for _, s in sized]
+            report.input_sets = report.input_sets[:2] + [label for label, _ in sized]
+        for index, input_set in enumerate(input_sets):
             expected = _run_eager(model, input_set, example_kwargs, index, generated=inputs is None and index >= 2)
             with torch.no_grad():
                 actual = stitched(*_cloned(input_set), **_cloned(example_kwargs))
@@ -178,6 +200,57 @@ def _input_sets(example: Sequence[Any], given: Sequence[InputSet] | None, count:
         generator = torch.Generator().manual_seed(seed)
         extra = [random_like(tuple(example), generator) for _ in range(max(count - 1, 0))]
     return [tuple(example), tuple(example), *extra]
+
+
+def _sized_input_sets(signature: Any, example: Sequence[Any], count: int, seed: int) -> list[tuple[str, tuple]]:
+    """Input sets with every dynamic size at its minimum, at its maximum, then ``count - 1`` at random sizes in
+    range, each labelled with its sizes; values drawn like ``random_like`` (integers within the example's)."""
+    ranges = signature.symbol_ranges()
+    generator = torch.Generator().manual_seed(seed)
+    example_sizes = {symbol: _example_size(signature, example, symbol) for symbol in ranges}
+    low = {s: max(lo, 1) for s, (lo, _) in ranges.items()}
+    high = {s: hi if hi is not None else 2 * example_sizes[s] for s, (_, hi) in ranges.items()}
+    choices = [("min", low), ("max", high)]
+    for _ in range(max(count - 1, 0)):
+        choices.append(("random size", {s: int(torch.randint(low[s], high[s] + 1, (), generator=generator)) for s in ranges}))
+    sets = []
+    for kind, values in choices:
+        label = f"{kind}: " + ", ".join(
+            f"{signature.dim_names.get(str(s), s)}={v}" for s, v in sorted(values.items(), key=lambda item: str(item[0]))
+        )
+        sets.append((label, _input_set_of_sizes(signature, example, values, generator)))
+    return sets
+
+
+def _example_size(signature: Any, example: Sequence[Any], symbol: Any) -> int:
+    leaves, _ = tree_flatten((tuple(example), {}))
+    for index, leaf in enumerate(signature.leaves):
+        for dim, size in enumerate(getattr(leaf, "sizes", None) or ()):
+            if getattr(size, "expr", None) == symbol and index < len(leaves):
+                return int(leaves[index].shape[dim])
+    return 1
+
+
+def _input_set_of_sizes(signature: Any, example: Sequence[Any], values: Mapping[Any, int], generator: torch.Generator) -> tuple:
+    """The positional inputs with the sizes ``values`` gives each symbol: floats normal, integers drawn between the
+    example's smallest and largest value, booleans fair coins; non-Tensor inputs kept."""
+    leaves, spec = tree_flatten(tuple(example))
+    made = []
+    for index, leaf in enumerate(leaves):
+        if not isinstance(leaf, torch.Tensor):
+            made.append(leaf)
+            continue
+        shape = signature.shape_for(index, values)
+        if leaf.is_floating_point():
+            made.append(torch.randn(shape, generator=generator, dtype=leaf.dtype).to(leaf.device))
+        elif leaf.dtype == torch.bool:
+            made.append((torch.rand(shape, generator=generator) < 0.5).to(leaf.device))
+        elif leaf.numel():
+            low, high = int(leaf.min()), int(leaf.max())
+            made.append(torch.randint(low, high + 1, shape, generator=generator, dtype=leaf.dtype).to(leaf.device))
+        else:
+            made.append(torch.zeros(shape, dtype=leaf.dtype, device=leaf.device))
+    return tuple(tree_unflatten(made, spec))
 
 
 def _cloned(value: Any) -> Any:
@@ -315,6 +388,8 @@ def stitched_graph_violations(stitched: torch.fx.GraphModule) -> list[Violation]
                     f"{node.name} leaves engine {node.args[0].target} contiguous, but export recorded strides {stride} "
                     f"for it and {', '.join(bare)} read it as it is",
                 ))
+    for name, branch in stitched_branches(stitched):  # the stitched branches of torch.cond / while_loop, recursively
+        found += [violation.inside(name) for violation in stitched_graph_violations(branch)]
     return found
 
 
@@ -330,15 +405,20 @@ def segmentation_violations(partition: Partition) -> list[Violation]:
     return []
 
 
-def determinism_violations(stitched, model, example_inputs, settings, support, example_kwargs, lowered=None) -> list[Violation]:
+def determinism_violations(
+    stitched, model, example_inputs, settings, support, example_kwargs, lowered=None, dynamic_shapes=None
+) -> list[Violation]:
     """Partition and convert the model again from scratch (from ``lowered`` when given): the same segments,
     byte-identical ONNX."""
     first = stitched.conversion
-    again = convert(model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=False, lowered=lowered)
+    again = convert(
+        model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=False, lowered=lowered,
+        dynamic_shapes=dynamic_shapes,
+    )
     if first.layout != again.layout:
         return [Violation("determinism", "partitioning the same model again from scratch gave different segments")]
     return [
         Violation("determinism", f"segment @{index}: converting it again from scratch gave different ONNX bytes")
         for index in sorted(first.onnx_models.keys() | again.onnx_models.keys())
         if first.onnx_models.get(index) != again.onnx_models.get(index)
-    ]
+    ] + branch_determinism_violations(first.branches, again.branches)
