@@ -88,6 +88,11 @@ class Conversion:
         if not self.layout:
             self.layout = [(s.target.value, [node.name for node in s.nodes]) for s in self.partition.segments]
 
+    @property
+    def engine_count(self) -> int:
+        """The engines the compiled model may run, those inside control-flow branches included."""
+        return len(self.onnx_models) + sum(branch.engine_count for branch in self.branches.values())
+
 
 def convert(
     model: torch.nn.Module,
@@ -162,10 +167,39 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
         lowered=lowered, dynamic_shapes=dynamic_shapes,
     )
     partition = conversion.partition
+    engines = build_engines(
+        partition, conversion.onnx_models, conversion.errors, backend, clock, symbol_ranges(conversion.graph_module),
+        strict=strict, mismatched=conversion.mismatched, engines_in_model=conversion.engine_count,
+    )
+    stitched = clock.run("stitching", stitch, partition, engines)
+    compile_branches(conversion, stitched, backend, strict=strict, clock=clock)  # engines inside control-flow branches
+    signature = InputSignature.of(model, conversion.example_args, conversion.example_kwargs, graph_module=conversion.graph_module)
+    return CompiledModule(stitched, signature, clock.times, conversion)
+
+
+def build_engines(
+    partition: Partition,
+    onnx_models: Mapping[int, bytes],
+    errors: Mapping[int, Exception],
+    backend: str,
+    clock: _Clock,
+    ranges: Mapping[str, Any],
+    *,
+    strict: bool = False,
+    mismatched: Mapping[int, Exception] | None = None,
+    engines_in_model: int = 1,
+    where: str = "",
+) -> dict[int, Engine]:
+    """The engine of every TensorRT segment of ``partition`` that converted (``onnx_models``, by index), after
+    falling back to PyTorch each one that did not: a conversion error (``errors``), a shape-analysis mismatch
+    (``mismatched``) or a failed engine build, each with its stage; ``strict`` raises instead. Engines are
+    keyed by their segments' indices after those fallbacks (which merge segments). ``where`` names the
+    control-flow branch in errors (``"true_graph_0"``); ``ranges`` the graph's symbol ranges (``symbol_ranges``).
+    """
+    mismatched = dict(mismatched or {})
     engines: dict[int, Engine] = {}
-    failures = {**conversion.errors, **conversion.mismatched}
-    ranges = symbol_ranges(conversion.graph_module)
-    for index, onnx_bytes in conversion.onnx_models.items():
+    failures = {**errors, **mismatched}
+    for index, onnx_bytes in onnx_models.items():
         if index in failures:
             continue
         shapes = segment_shapes(partition.segments[index], ranges)
@@ -173,28 +207,26 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
         try:
             engines[index] = clock.run(
                 "engine_build", build_engine, onnx.load_from_string(onnx_bytes), shapes.inputs, outputs, backend,
-                engines_in_model=len(conversion.onnx_models), settings=settings, shape_ranges=shapes.shape_ranges(),
+                engines_in_model=engines_in_model, settings=partition.settings, shape_ranges=shapes.shape_ranges(),
             )
         except Exception as error:  # noqa: BLE001 - any failure of one segment is contained and reported
             failures[index] = error
     by_segment = {id(partition.segments[i]): engine for i, engine in engines.items()}
     for index, segment in [(i, partition.segments[i]) for i in sorted(failures)]:
         if strict:
+            of_branch = f" of branch {where}" if where else ""
             raise CompilationError(
-                f"TensorRT segment @{index} ({len(segment.nodes)} nodes, first {segment.nodes[0].name}) "
+                f"TensorRT segment @{index}{of_branch} ({len(segment.nodes)} nodes, first {segment.nodes[0].name}) "
                 f"failed to compile: {type(failures[index]).__name__}: {failures[index]}"
             ) from failures[index]
-        if index in conversion.mismatched:
+        if index in mismatched:
             stage = _SHAPE_STAGE
         else:
-            stage = _CONVERSION_STAGE if index in conversion.errors else _ENGINE_STAGE
+            stage = _CONVERSION_STAGE if index in errors else _ENGINE_STAGE
         partition.fall_back(segment, failures[index], stage=stage)
     if failures:  # fall_back merged segments: re-key the engines by their segments' new indices
         engines = {i: by_segment[id(s)] for i, s in enumerate(partition.segments) if id(s) in by_segment}
-    stitched = clock.run("stitching", stitch, partition, engines)
-    compile_branches(conversion, stitched, backend, strict=strict, clock=clock)  # engines inside control-flow branches
-    signature = InputSignature.of(model, conversion.example_args, conversion.example_kwargs, graph_module=conversion.graph_module)
-    return CompiledModule(stitched, signature, clock.times, conversion)
+    return engines
 
 
 def _mismatched_segments(partition: Partition, mismatches: Sequence[ShapeMismatch]) -> dict[int, Exception]:

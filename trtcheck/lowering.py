@@ -184,7 +184,8 @@ def _export(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: A
 
 
 RANGES = "trtcheck_symbol_ranges"
-"""``GraphModule.meta`` key: ``{symbol name: (min, max)}`` of every dynamic size (max None: unbounded)."""
+"""``GraphModule.meta`` key: ``{symbol name: (min, max)}`` of every symbol (None: unbounded that way; only a
+data-dependent value, never a Dim's size, is unbounded below)."""
 
 
 def _module_of(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
@@ -192,14 +193,34 @@ def _module_of(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     _drop_guards(gm)
     ranges = {}
     for symbol, bounds in program.range_constraints.items():
-        upper = bounds.upper
-        finite = getattr(upper, "is_finite", True) and str(upper) not in ("oo", "int_oo")
-        ranges[str(symbol)] = (int(bounds.lower), int(upper) if finite else None)
+        # A data-dependent value (``.item()``, tensor_split's indices) may be unbounded below: None, like above.
+        ranges[str(symbol)] = (
+            int(bounds.lower) if _finite(bounds.lower) else None,
+            int(bounds.upper) if _finite(bounds.upper) else None,
+        )
     gm.meta[RANGES] = ranges
     return gm
 
 
-def symbol_ranges(gm: torch.fx.GraphModule) -> dict[str, tuple[int, int | None]]:
+def expression_bounds(expr: Any, ranges: Mapping[str, tuple[int | None, int | None]]) -> tuple[int | None, int | None]:
+    """(min, max) of a sympy expression over its symbols' ``ranges`` (None: unbounded that way); a symbol
+    without a range counts as any size (at least 0, no max)."""
+    from torch.utils._sympy.numbers import int_oo
+    from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
+
+    bounds = {}
+    for symbol in expr.free_symbols:
+        low, high = ranges.get(str(symbol), (0, None))
+        bounds[symbol] = ValueRanges(-int_oo if low is None else low, int_oo if high is None else high)
+    bound = bound_sympy(expr, bounds)
+    return (int(bound.lower) if _finite(bound.lower) else None, int(bound.upper) if _finite(bound.upper) else None)
+
+
+def _finite(bound: Any) -> bool:
+    return bool(getattr(bound, "is_finite", True)) and str(bound) not in ("oo", "-oo", "int_oo", "-int_oo")
+
+
+def symbol_ranges(gm: torch.fx.GraphModule) -> dict[str, tuple[int | None, int | None]]:
     """``{symbol name: (min, max)}`` of the dynamic sizes in ``gm``'s metadata (empty for static graphs)."""
     return dict(gm.meta.get(RANGES, {}))
 

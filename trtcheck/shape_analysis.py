@@ -22,12 +22,10 @@ from typing import Any
 import sympy
 import torch
 import torch.fx
-from torch.utils._sympy.numbers import int_oo
-from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
 from trtcheck.engines import ShapeRange, TensorSpec
 from trtcheck.errors import TrtcheckError
-from trtcheck.lowering import symbol_ranges
+from trtcheck.lowering import expression_bounds, symbol_ranges
 from trtcheck.partitioning.extract import segment_module
 from trtcheck.partitioning.partition import Partition, Segment, is_mutable_state
 
@@ -49,7 +47,7 @@ def tensor_spec(value: torch.fx.Node) -> TensorSpec:
     return TensorSpec(value.name, meta_shape(meta), meta.dtype)
 
 
-Ranges = Mapping[str, tuple[int, "int | None"]]
+Ranges = Mapping[str, tuple["int | None", "int | None"]]
 """``{symbol name: (min, max)}``, max None when unbounded: ``trtcheck.lowering.symbol_ranges(gm)``."""
 
 
@@ -76,14 +74,8 @@ def dim_range(size: int | torch.SymInt, ranges: Ranges) -> DimRange:
     ranges (a symbol without a recorded range counts as unbounded, at least 0)."""
     if isinstance(size, int):
         return DimRange(size, size, size)
-    expr = size.node.expr
-    bounds = {}
-    for symbol in expr.free_symbols:
-        low, high = ranges.get(str(symbol), (0, None))
-        bounds[symbol] = ValueRanges(low, int_oo if high is None else high)
-    bound = bound_sympy(expr, bounds)
-    low = int(bound.lower) if bound.lower.is_finite else 0
-    high = int(bound.upper) if bound.upper.is_finite and bound.upper != int_oo else None
+    low, high = expression_bounds(size.node.expr, ranges)
+    low = max(low or 0, 0)  # a size is never negative
     hint = size.node.hint
     opt = int(hint) if hint is not None else max(low, 1)
     return DimRange(low, opt, high)

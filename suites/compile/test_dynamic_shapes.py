@@ -82,6 +82,8 @@ def test_every_boundary_value_gets_min_opt_max_from_the_ranges():
     dims = {str(v) for shape in shapes for v in (*shape.input_ranges, *shape.output_ranges)}
     assert "[2..6..10, 4] float32" in dims  # the input: opt is the example's size
     assert "[4..12..20, 2] float32" in dims  # 2*s after the reshape
+    printed = str(partition)  # the seed's printout shows each dynamic value's min..opt..max
+    assert "graph(%x : Tensor[2..6..10, 4])" in printed and "%view : Tensor[4..12..20, 2] = aten::view(%x, [-1, 2])" in printed
 
 
 def test_the_ranges_become_the_tensorrt_profile(monkeypatch, tmp_path):

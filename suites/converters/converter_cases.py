@@ -560,3 +560,10 @@ from suites.converters.family_cases import FAMILY_CASES  # noqa: E402 - appended
 
 for _family_case in FAMILY_CASES:
     case(*_family_case)
+
+# SymInt arithmetic (sym_size, operator.mul...) needs a dynamic dim to exist; its rows live with the dynamic
+# converter tests, which run them across sizes. Here: once each, so every registered target has a case.
+from suites.converters.dynamic_harness import SYMINT_CASES  # noqa: E402 - appended after the table it extends
+
+for _symint_case in SYMINT_CASES:
+    case(*_symint_case)

@@ -94,14 +94,16 @@ def test_complex_is_rejected() -> None:
 
 
 def test_dynamic_shapes_are_rejected() -> None:
+    """By converters not declared ``dynamic`` (repeat's Tile reshapes by the input's static shape); the dynamic
+    ones are tested across sizes in test_dynamic_converters.py."""
     batch = torch.export.Dim("batch")
 
-    class Relu(torch.nn.Module):
+    class Repeat(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return A.relu.default(x)
+            return A.repeat.default(x, [2, 1, 1])
 
-    ep = torch.export.export(Relu(), (torch.randn(3, 4),), dynamic_shapes={"x": {0: batch}})
-    node = _node(ep.graph_module, A.relu.default)
+    ep = torch.export.export(Repeat(), (torch.randn(3, 4),), dynamic_shapes={"x": {0: batch}})
+    node = _node(ep.graph_module, A.repeat.default)
     assert not converters.is_convertible(node)
 
 

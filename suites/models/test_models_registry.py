@@ -21,19 +21,21 @@ def _tiny_factory():
 
 
 def test_default_zoo_covers_every_builtin_entry():
-    assert len(models.DEFAULT_ZOO) == len(set(models.DEFAULT_ZOO)) == 29
+    assert len(models.DEFAULT_ZOO) == len(set(models.DEFAULT_ZOO)) == 33
     assert models.names() == list(models.DEFAULT_ZOO)
     assert models.DEFAULT_ZOO[:2] == ("resnet18", "resnet50")
 
 
 def test_names_glob_and_tags():
-    assert models.names("resnet*") == ["resnet18", "resnet50"]
+    assert models.names("resnet*") == ["resnet18", "resnet50", "resnet18_dynamic_batch"]
+    assert models.names(tags=["dynamic"]) == ["resnet18_dynamic_batch", "transformer_encoder_dynamic_seq"]
+    assert models.names(tags=["control_flow"]) == ["cond_branches", "while_loop_body"]
     assert models.names("mobilenet_v?") == ["mobilenet_v2"]
     assert models.names("resnet") == []  # a plain name matches only itself
     assert models.names(tags=["heavy"]) == ["vit_b_16", "vgg11"]
     assert models.names("*net*", tags=["transformer"]) == []
     assert "vgg11" not in models.names(exclude_tags=["heavy"])
-    assert models.names(tags=["transformer"]) == ["vit_b_16", "swin_t"]
+    assert models.names(tags=["transformer"]) == ["vit_b_16", "swin_t", "transformer_encoder_dynamic_seq"]
 
 
 @pytest.mark.parametrize(

@@ -4,18 +4,26 @@ The context is the small API converters emit through (fresh value names, shared 
 parameters, dtypes), so that naming, constants and dtypes are handled in one place. It imports no
 converter and no registry: the registry, the op modules and the interpreter all import it, never the
 other way round, which is what keeps the conversion package free of import cycles.
+
+Sizes of a graph exported with ``dynamic_shapes`` are SymInts (``s0``, ``2*s0``). In ONNX every SymInt
+is a 0-d int64 value, computed from the segment's own inputs at run time (``Shape`` + ``Gather`` and
+integer arithmetic), so one model serves every size in range: :meth:`ConversionContext.int_value`,
+:meth:`~ConversionContext.shape_list` and :meth:`~ConversionContext.size_expr` build those values.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import onnx
+import sympy
 import torch
 import torch.fx
 from onnx import TensorProto, helper, numpy_helper
+from torch.utils._sympy import functions as symfn
 
 from trtcheck import dtypes
 
@@ -44,8 +52,23 @@ def onnx_dtype(dtype: torch.dtype) -> int:
 
 
 def _static_shape(value: torch.Tensor) -> list[int | str]:
-    """Shape for an ONNX value_info: ints for static dims, a symbolic name for dynamic ones."""
+    """Shape for an ONNX value_info: ints for static dims, the symbolic size (``s98``, ``2*s98``) as the
+    dim_param of dynamic ones, so that dims sharing a symbol share a name in the ONNX model too."""
     return [d if isinstance(d, int) else str(d) for d in value.shape]
+
+
+def is_symint(value: Any) -> bool:
+    """True for what a SymInt-valued fx node carries as ``meta["val"]``: a SymInt, or a plain int (not bool)."""
+    return isinstance(value, torch.SymInt) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def int_floor_divide(ctx: ConversionContext, a: str, b: str) -> str:
+    """Integer division rounded toward -inf (Python's ``//``, ATen's ``floor_divide``), on int64 or int32 values.
+
+    ONNX's integer Div truncates toward 0 (-7 / 2 = -3, Python says -4); ``a - a mod b`` (Python-style
+    mod, ONNX Mod with fmod=0) is a multiple of b, so dividing it is exact and floors.
+    """
+    return ctx.add("Div", [ctx.add("Sub", [a, ctx.add("Mod", [a, b], fmod=0)]), b])
 
 
 def _value_info(name: str, value: Any) -> onnx.ValueInfoProto:
@@ -74,6 +97,9 @@ class ConversionContext:
         self._used: set[str] = {n.name for n in gm.graph.nodes}
         self._counter = itertools.count()
         self._constants: dict[tuple[Any, ...], str] = {}
+        self._shapes: dict[str, str] = {}  # ONNX value -> its Shape
+        self._sizes: dict[sympy.Expr, str] = {}  # symbolic size -> its 0-d int64 value
+        self._symbols: dict[sympy.Symbol, tuple[torch.fx.Node, int, int, int]] | None = None
 
     # ---- names ---------------------------------------------------------------------------------
     @property
@@ -148,6 +174,117 @@ class ConversionContext:
         self.nodes.append(helper.make_node(op_type, list(inputs), outputs, **attrs))
         return outputs[0] if num_outputs == 1 else outputs
 
+    # ---- sizes: ints and SymInts as int64 ONNX values ---------------------------------------------
+    def shape_of(self, name: str) -> str:
+        """The 1-D int64 ``Shape`` of ONNX value ``name`` (one Shape node per value)."""
+        if name not in self._shapes:
+            self._shapes[name] = self.add("Shape", [name])
+        return self._shapes[name]
+
+    def dim_of(self, name: str, axis: int) -> str:
+        """Size ``axis`` of ONNX value ``name`` at run time, as a 0-d int64 (``Shape`` + ``Gather``)."""
+        return self.add("Gather", [self.shape_of(name), self.constant(axis, torch.int64)], axis=0)
+
+    def int_value(self, arg: Any) -> str:
+        """A 0-d int64 ONNX value for an int, a SymInt-valued fx node (its converted value) or a SymInt.
+
+        A SymInt node is read as converted (``sym_size``, ``mul``... of this segment): that is the value
+        the model computed, where a SymInt from metadata (``size_expr``) must be rebuilt from the inputs.
+        """
+        if isinstance(arg, torch.fx.Node):
+            if not is_symint(arg.meta.get("val")):
+                raise ConversionError(f"{_describe(arg)} is used as a size but carries {arg.meta.get('val')!r}, not an int")
+            return self.name(arg)
+        if isinstance(arg, torch.SymInt):
+            return self.size_expr(arg)
+        if is_symint(arg):
+            return self.constant(int(arg), torch.int64)
+        raise ConversionError(f"{arg!r} ({type(arg).__name__}) is not a size: sizes are ints, SymInts or SymInt nodes")
+
+    def shape_list(self, values: Sequence[Any]) -> str:
+        """A 1-D int64 shape tensor from ints, SymInts and SymInt-valued nodes: an initializer when every
+        entry is a static int, else a ``Concat`` of the runs of static ints and each dynamic entry."""
+        values = [_static_int(v) for v in values]
+        if all(isinstance(v, int) for v in values):
+            return self.constant(list(values), torch.int64)
+        pieces: list[str] = []
+        run: list[int] = []
+        for value in values:
+            if isinstance(value, int):
+                run.append(value)
+                continue
+            if run:
+                pieces.append(self.constant(run, torch.int64))
+                run = []
+            pieces.append(self.add("Unsqueeze", [self.int_value(value), self.constant([0], torch.int64)]))
+        if run:
+            pieces.append(self.constant(run, torch.int64))
+        return pieces[0] if len(pieces) == 1 else self.add("Concat", pieces, axis=0)
+
+    def size_expr(self, size: torch.SymInt | int) -> str:
+        """A symbolic size found only in metadata (e.g. an output's ``2*s98``), as a 0-d int64 value.
+
+        Each symbol is read from a dimension of one of the segment's inputs (``Shape`` + ``Gather``; a
+        dim ``a*s + b`` gives ``s = (dim - b) / a``), and the expression is rebuilt from ``+``, ``*``,
+        ``//``, ``%``, min and max. ConversionError when a symbol is no input's dimension: the segment
+        cannot know it, so it must not guess (it falls back to PyTorch whole, with this reason).
+        """
+        expr = sympy.sympify(size.node.expr if isinstance(size, torch.SymInt) else size)
+        if expr not in self._sizes:
+            self._sizes[expr] = self._emit_size(expr)
+        return self._sizes[expr]
+
+    def _emit_size(self, expr: sympy.Expr) -> str:
+        if expr.is_Integer:
+            return self.constant(int(expr), torch.int64)
+        if expr.is_Symbol:
+            return self._symbol_value(expr)
+        binary = next((op for cls, op in _SIZE_OPS.items() if isinstance(expr, cls)), None)
+        if binary is not None and len(expr.args) >= 2:
+            return functools.reduce(lambda a, b: binary(self, a, b), [self.size_expr(arg) for arg in expr.args])
+        if isinstance(expr, (sympy.Pow, symfn.PowByNatural)) and expr.args[1].is_Integer and int(expr.args[1]) >= 1:
+            return self.size_expr(sympy.Mul(*[expr.args[0]] * int(expr.args[1]), evaluate=False))
+        if isinstance(expr, symfn.CeilDiv):  # ceil(a / b) = -((-a) // b)
+            a, b = (self.size_expr(arg) for arg in expr.args)
+            return self.add("Neg", [int_floor_divide(self, self.add("Neg", [a]), b)])
+        if isinstance(expr, symfn.ModularIndexing):  # (x // div) % mod
+            x, div, mod = (self.size_expr(arg) for arg in expr.args)
+            return self.add("Mod", [int_floor_divide(self, x, div), mod], fmod=0)
+        raise ConversionError(
+            f"the symbolic size {expr} uses {type(expr).__name__}, which has no int64 ONNX form here "
+            "(sizes convert from +, *, //, %, min and max over the inputs' dimensions)"
+        )
+
+    def _symbol_value(self, symbol: sympy.Symbol) -> str:
+        source = self._symbol_sources().get(symbol)
+        if source is None:
+            dims = {n.name: list(n.meta["val"].shape) for n in self.gm.graph.nodes if n.op == "placeholder"
+                    and isinstance(n.meta.get("val"), torch.Tensor)}
+            raise ConversionError(
+                f"the symbolic size {symbol} is no dimension of this segment's inputs {dims}: the segment cannot "
+                "compute it at run time. Fix: keep the node that reads it in the segment that has the input of that "
+                "size (e.g. a sym_size node), or make that dimension static"
+            )
+        node, axis, scale, offset = source
+        dim = self.dim_of(self.name(node), axis)
+        if offset:
+            dim = self.add("Sub", [dim, self.constant(offset, torch.int64)])
+        return self.add("Div", [dim, self.constant(scale, torch.int64)]) if scale != 1 else dim  # exact: dim = scale*s + offset
+
+    def _symbol_sources(self) -> dict[sympy.Symbol, tuple[torch.fx.Node, int, int, int]]:
+        """``{symbol: (placeholder, axis, a, b)}`` where that input's size ``axis`` is ``a*symbol + b``: a
+        plain ``symbol`` where there is one, else the first dimension linear in it."""
+        if self._symbols is None:
+            plain: dict[sympy.Symbol, tuple[torch.fx.Node, int, int, int]] = {}
+            linear: dict[sympy.Symbol, tuple[torch.fx.Node, int, int, int]] = {}
+            for node in self.gm.graph.nodes:
+                value = node.meta.get("val") if node.op == "placeholder" else None
+                for axis, size in enumerate(value.shape if isinstance(value, torch.Tensor) else ()):
+                    if isinstance(size, torch.SymInt):
+                        _record_symbol(sympy.sympify(size.node.expr), node, axis, plain, linear)
+            self._symbols = {**linear, **plain}
+        return self._symbols
+
     @staticmethod
     def meta(arg: Any) -> torch.Tensor | None:
         """``node.meta['val']`` (a FakeTensor) of an fx Node; None for non-nodes or missing metadata."""
@@ -157,4 +294,46 @@ class ConversionContext:
         return None
 
 
-__all__ = ["OPSET", "ConversionContext", "ConversionError", "onnx_dtype"]
+def _static_int(value: Any) -> Any:
+    """A SymInt whose expression is a number as that int; anything else unchanged."""
+    if isinstance(value, torch.SymInt) and sympy.sympify(value.node.expr).is_Integer:
+        return int(value.node.expr)
+    return value
+
+
+def _record_symbol(expr: sympy.Expr, node: torch.fx.Node, axis: int, plain: dict, linear: dict) -> None:
+    """Note where a symbol can be read: ``expr`` is the size ``axis`` of input ``node``."""
+    if expr.is_Symbol:
+        plain.setdefault(expr, (node, axis, 1, 0))
+        return
+    if len(expr.free_symbols) != 1:
+        return
+    (symbol,) = expr.free_symbols
+    if not expr.is_polynomial(symbol):
+        return
+    coefficients = sympy.Poly(expr, symbol).all_coeffs()
+    if len(coefficients) == 2 and all(c.is_Integer for c in coefficients) and coefficients[0] != 0:
+        linear.setdefault(symbol, (node, axis, int(coefficients[0]), int(coefficients[1])))
+
+
+def int_op(op_type: str, **attrs: Any) -> Callable[[ConversionContext, str, str], str]:
+    """``(ctx, a, b) -> name`` emitting ONNX ``op_type`` on two int64 values: how sizes are combined."""
+    return lambda ctx, a, b: ctx.add(op_type, [a, b], **attrs)
+
+
+# sympy/torch size functions of two (Add, Mul, Max, Min: or more) arguments -> how to combine two int64 values.
+_SIZE_OPS: dict[type, Callable[[ConversionContext, str, str], str]] = {
+    sympy.Add: int_op("Add"),
+    sympy.Mul: int_op("Mul"),
+    symfn.FloorDiv: int_floor_divide,  # CleanDiv (exact division) is a FloorDiv
+    symfn.PythonMod: int_op("Mod", fmod=0),
+    symfn.Mod: int_op("Mod", fmod=0),  # both operands non-negative: Python's % too
+    sympy.Mod: int_op("Mod", fmod=0),
+    symfn.Max: int_op("Max"),
+    symfn.Min: int_op("Min"),
+    sympy.Max: int_op("Max"),
+    sympy.Min: int_op("Min"),
+}
+
+
+__all__ = ["OPSET", "ConversionContext", "ConversionError", "int_floor_divide", "int_op", "is_symint", "onnx_dtype"]

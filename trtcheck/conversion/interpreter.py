@@ -64,6 +64,11 @@ def _check_outputs(model: onnx.ModelProto, results: list[torch.fx.Node]) -> None
     ``Shape -> Concat -> Reshape`` that the checker's own inference leaves unknown (and then accepts),
     and would otherwise reach the engine and fail only when the compiled module runs. A model the
     inference cannot get through is left to the checker, which reports it.
+
+    Dims are compared one by one: a static dim must be the metadata's, and a dim the metadata says is
+    dynamic (a dim_param such as ``s98``) must not come out static, which would be the example's size
+    baked into the model (one engine must serve every size in range). A dynamic dim inferred as some
+    symbol cannot be compared (inference names what it cannot relate to the inputs ``unk__0``).
     """
     bare = onnx.ModelProto()
     bare.CopyFrom(model)
@@ -78,17 +83,26 @@ def _check_outputs(model: onnx.ModelProto, results: list[torch.fx.Node]) -> None
         if not got.type.HasField("tensor_type"):
             continue
         got_type = got.type.tensor_type
-        want_dims = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in want_type.shape.dim]
-        got_dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in got_type.shape.dim]
-        known = got_type.HasField("shape") and all(isinstance(d, int) for d in got_dims)
-        static = all(isinstance(d, int) for d in want_dims)
+        want_dims = _dims(want_type)
+        got_dims = [d if d != "" else "?" for d in _dims(got_type)]
         wrong_type = got_type.elem_type not in (0, want_type.elem_type)
-        wrong_shape = known and static and got_dims != want_dims
-        if wrong_type or wrong_shape:
+        if wrong_type or (got_type.HasField("shape") and _shape_differs(want_dims, got_dims)):
             raise ConversionError(
                 f"output {index} (%{result.name}): the converted ONNX gives {_shown(got_type.elem_type, got_dims)}, "
                 f"the graph's metadata says {_shown(want_type.elem_type, want_dims)}"
             )
+
+
+def _dims(tensor_type: onnx.TypeProto.Tensor) -> list[int | str]:
+    return [d.dim_value if d.HasField("dim_value") else d.dim_param for d in tensor_type.shape.dim]
+
+
+def _shape_differs(want: list[int | str], got: list[int | str]) -> bool:
+    """True when the inferred dims ``got`` contradict the declared ``want``: another rank, another static
+    size, or a static size where the metadata has a dynamic one."""
+    if len(want) != len(got):
+        return True
+    return any(isinstance(g, int) and (not isinstance(w, int) or w != g) for w, g in zip(want, got))
 
 
 def segment_to_onnx(gm: torch.fx.GraphModule, opset: int = OPSET) -> onnx.ModelProto:

@@ -49,9 +49,9 @@ import torch
 
 from trtcheck import dtypes
 from trtcheck.engines.base import (
-    ShapeRange,
     Engine,
     EngineBuildError,
+    ShapeRange,
     TensorSpec,
     check_model_signature,
     import_tensorrt,

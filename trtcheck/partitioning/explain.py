@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch.fx
 
+from trtcheck.partitioning.control_flow import walk
 from trtcheck.partitioning.partition import Partition, ReasonKind, Target
 
 # Headings in the order a reader acts on them: what the user asked for, what a converter could fix, then
@@ -26,6 +27,7 @@ REASON_HEADINGS: dict[ReasonKind, str] = {
     ReasonKind.NON_TENSOR_BOUNDARY: "non-Tensor value on a TensorRT boundary",
     ReasonKind.MIN_BLOCK_SIZE: "block too small (min_block_size)",
     ReasonKind.CONVERSION_FAILED: "conversion or engine build failed",
+    ReasonKind.CONTROL_FLOW: "control flow (torch.cond, while_loop; its branches are partitioned separately)",
     ReasonKind.FOLLOWS_PRODUCER: "getitem of a Torch result",
     ReasonKind.CONVERTIBLE: "convertible, yet in Torch",
 }
@@ -33,10 +35,18 @@ REASON_HEADINGS: dict[ReasonKind, str] = {
 
 @dataclass(frozen=True)
 class Engine:
-    """One TensorRT segment: its index in ``Partition.segments`` and how many compute nodes it holds."""
+    """One TensorRT segment: its index in ``Partition.segments`` and how many compute nodes it holds.
+
+    ``branch`` is the path of the sub-partition whose segment it is (``true_graph_0``), '' for the model's own.
+    """
 
     index: int
     nodes: int
+    branch: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.branch}@{self.index}" if self.branch else f"@{self.index}"
 
 
 @dataclass(frozen=True)
@@ -50,13 +60,21 @@ class ReasonGroup:
 
 @dataclass(frozen=True)
 class ExplainSummary:
-    """Coverage, engines and Torch nodes by reason of one partition (see ``of``)."""
+    """Coverage, engines and Torch nodes by reason of one partition (see ``of``).
+
+    Branches of control flow count in full: their compute nodes add to ``compute_nodes`` (each branch graph
+    once, whether or not a call takes it: the figures describe the graphs, not one run), their engines to
+    ``engines`` and their Torch nodes to the groups, named with their branch path (``true_graph_0/relu``).
+    ``branches`` and ``branch_nodes`` say how many of the figures come from branch graphs.
+    """
 
     compute_nodes: int
     tensorrt_nodes: int
     engines: tuple[Engine, ...]
     torch_groups: tuple[ReasonGroup, ...]
     unplaced: tuple[str, ...] = ()
+    branches: int = 0  # sub-partitions (branch graphs, nested ones included)
+    branch_nodes: int = 0  # of ``compute_nodes``, those inside branch graphs
 
     @property
     def coverage(self) -> float:
@@ -69,49 +87,56 @@ class ExplainSummary:
 
     @classmethod
     def of(cls, partition: Partition) -> ExplainSummary:
-        """Summarize ``partition``; linear in the graph's size (one pass over segments and nodes)."""
-        target_by_node: dict[torch.fx.Node, Target] = {}
-        engines = []
-        for index, segment in enumerate(partition.segments):
-            for node in segment.nodes:
-                target_by_node[node] = segment.target
-            if segment.target is Target.TENSORRT:
-                engines.append(Engine(index, len(segment.nodes)))
-        compute = partition.compute_nodes
+        """Summarize ``partition`` and its branches; linear in the graphs' size (one pass over segments and nodes)."""
+        engines: list[Engine] = []
         groups: dict[tuple[ReasonKind, str], list[str]] = {}
-        unplaced = []
-        for node in compute:
-            target = target_by_node.get(node)
-            if target is None:
-                unplaced.append(node.name)
-            elif target is Target.TORCH:
-                reason = partition.reasons.get(node)
-                if reason is None:
-                    key = (None, "no reason recorded")
-                elif reason.kind is ReasonKind.FOLLOWS_PRODUCER:  # its detail names its producer: one line for all
-                    key = (reason.kind, "runs where the tuple it indexes was made")
+        unplaced: list[str] = []
+        compute = tensorrt = branches = branch_nodes = 0
+        for path, part in walk(partition):
+            target_by_node: dict[torch.fx.Node, Target] = {}
+            for index, segment in enumerate(part.segments):
+                for node in segment.nodes:
+                    target_by_node[node] = segment.target
+                if segment.target is Target.TENSORRT:
+                    engines.append(Engine(index, len(segment.nodes), path))
+            nodes = part.compute_nodes
+            compute += len(nodes)
+            branches, branch_nodes = branches + bool(path), branch_nodes + (len(nodes) if path else 0)
+            for node in nodes:
+                target = target_by_node.get(node)
+                name = f"{path}/{node.name}" if path else node.name
+                if target is None:
+                    unplaced.append(name)
+                elif target is Target.TENSORRT:
+                    tensorrt += 1
                 else:
-                    key = (reason.kind, reason.detail)
-                groups.setdefault(key, []).append(node.name)
+                    groups.setdefault(_group_key(part.reasons.get(node)), []).append(name)
         order = {kind: i for i, kind in enumerate(REASON_HEADINGS)}
         ordered = sorted(groups.items(), key=lambda item: (order.get(item[0][0], len(order)), -len(item[1]), item[0][1]))
         return cls(
-            compute_nodes=len(compute),
-            tensorrt_nodes=sum(target_by_node.get(node) is Target.TENSORRT for node in compute),
+            compute_nodes=compute,
+            tensorrt_nodes=tensorrt,
             engines=tuple(engines),
             torch_groups=tuple(ReasonGroup(kind, detail, tuple(nodes)) for (kind, detail), nodes in ordered),
             unplaced=tuple(unplaced),
+            branches=branches,
+            branch_nodes=branch_nodes,
         )
 
     def coverage_line(self) -> str:
+        branches = (
+            f"; {self.branch_nodes} of them in {self.branches} branch graph(s) of control flow, each counted once"
+            if self.branches
+            else ""
+        )
         return (
-            f"op coverage: {self.coverage:.1f}% ({self.tensorrt_nodes} of {self.compute_nodes} compute nodes in TensorRT)"
+            f"op coverage: {self.coverage:.1f}% ({self.tensorrt_nodes} of {self.compute_nodes} compute nodes in TensorRT{branches})"
         )
 
     def engines_line(self) -> str:
         if not self.engines:
             return "engines: none (everything runs in PyTorch)"
-        each = ", ".join(f"@{engine.index}: {engine.nodes}" for engine in self.engines)
+        each = ", ".join(f"{engine.label}: {engine.nodes}" for engine in self.engines)
         return f"engines: {len(self.engines)} (nodes per engine: {each})"
 
     def format(self, width: int = 100) -> str:
@@ -132,3 +157,12 @@ class ExplainSummary:
         if self.unplaced:
             lines.append(f"  in no segment ({len(self.unplaced)}): {', '.join(self.unplaced)}")
         return "\n".join(lines)
+
+
+def _group_key(reason) -> tuple[ReasonKind | None, str]:
+    """Torch nodes group by reason kind and detail; ``getitem``s by kind alone (their detail names each producer)."""
+    if reason is None:
+        return (None, "no reason recorded")
+    if reason.kind is ReasonKind.FOLLOWS_PRODUCER:
+        return (reason.kind, "runs where the tuple it indexes was made")
+    return (reason.kind, reason.detail)

@@ -223,6 +223,7 @@ def _summary_html(partition: Partition, summary: ExplainSummary) -> str:
         f'<li class="legend" data-segment="{e.index}"><span class="swatch" style="background:{fills[e.index]};'
         f'border-color:{TENSORRT_COLOR}"></span>engine @{e.index}: {e.nodes} nodes</li>'
         for e in summary.engines
+        if not e.branch  # the page draws the model's own graph; branch engines are in the summary lines only
     )
     torch_segments = "".join(
         f'<li class="legend" data-segment="{i}"><span class="swatch" style="background:{fills[i]};'

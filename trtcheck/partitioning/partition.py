@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import enum
 import operator
-from collections.abc import Iterable, Iterator
+import textwrap
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.fx
 
-from trtcheck.lowering import is_mutable_state
+from trtcheck.lowering import is_mutable_state, symbol_ranges
 from trtcheck.settings import Settings
 
 NOT_SEGMENTED = ("placeholder", "get_attr", "output")
@@ -45,6 +46,7 @@ class ReasonKind(str, enum.Enum):
     MIN_BLOCK_SIZE = "min_block_size"  # its TensorRT run was shorter than min_block_size
     FOLLOWS_PRODUCER = "follows_producer"  # operator.getitem runs where the tuple it indexes was made
     CONVERSION_FAILED = "conversion_failed"  # its TensorRT segment failed to convert or build: PyTorch
+    CONTROL_FLOW = "control_flow"  # torch.cond / while_loop: its own Torch segment; its branches are partitioned apart
 
 
 @dataclass(frozen=True)
@@ -124,23 +126,28 @@ class Segment:
         """Compute nodes that count toward ``min_block_size``."""
         return sum(map(counts_toward_block_size, self.nodes))
 
-    def format(self, index: int) -> str:
-        """The seed's ``Segment Block @i`` rendering."""
+    def format(self, index: int, ranges: Mapping[str, tuple[int, int | None]] | None = None) -> str:
+        """The seed's ``Segment Block @i`` rendering. With ``ranges`` (the graph's symbol ranges), a value of
+        dynamic shape shows each size's min..opt..max: ``Tensor[2, 2..16..128, 64]``."""
         inputs = self.inputs
-        params = ",\n      ".join(f"%{value.name} : {_type_name(value)}" for value in inputs)
+        params = ",\n      ".join(f"%{value.name} : {_type_name(value, ranges)}" for value in inputs)
         lines = [f"Segment Block @{index}:", f"    Target: {self.target.display}", f"    Graph: graph({params}):"]
         for node in self.nodes:
             args = ", ".join(map(_format_arg, node.args))
             kwargs = ", ".join(f"{k}={_format_arg(v)}" for k, v in node.kwargs.items())
             call = ", ".join(filter(None, [args, kwargs]))
-            lines.append(f"      %{node.name} : {_type_name(node)} = {_op_name(node)}({call})")
+            lines.append(f"      %{node.name} : {_type_name(node, ranges)} = {_op_name(node)}({call})")
         lines.append(f"      return ({', '.join('%' + o.name for o in self.outputs)})")
         return "\n".join(lines)
 
 
-def _type_name(node: torch.fx.Node) -> str:
+def _type_name(node: torch.fx.Node, ranges: Mapping[str, tuple[int, int | None]] | None = None) -> str:
     value = node.meta.get("val")
     if isinstance(value, torch.Tensor):
+        if ranges is not None and not all(isinstance(d, int) for d in value.shape):
+            from trtcheck.shape_analysis import dim_range  # it imports this module
+
+            return f"Tensor[{', '.join(str(dim_range(d, ranges)) for d in value.shape)}]"
         return "Tensor"
     if is_tensor_value(value):
         return "Tensor[]"
@@ -177,6 +184,9 @@ class Partition:
     reasons: dict[torch.fx.Node, Reason]
     settings: Settings = field(default_factory=Settings)
     fallbacks: list[str] = field(default_factory=list)  # TensorRT segments that failed to compile, and why
+    # The partition of every branch (body, cond_fn) graph of a torch.cond / while_loop node, by the name of the
+    # branch's GraphModule attribute (``true_graph_0``); nested control flow nests (see partitioning/control_flow.py).
+    subpartitions: dict[str, Partition] = field(default_factory=dict)
 
     def segments_of(self, target: Target) -> list[Segment]:
         return [segment for segment in self.segments if segment.target is target]
@@ -227,15 +237,14 @@ class Partition:
         return len(self.segments)
 
     def summary(self) -> str:
-        """One line: how many segments and nodes run where."""
-        trt = self.segments_of(Target.TENSORRT)
-        torch_segments = self.segments_of(Target.TORCH)
-        trt_nodes = sum(len(s.nodes) for s in trt)
-        torch_nodes = sum(len(s.nodes) for s in torch_segments)
-        return (
-            f"{len(self.segments)} segments: {len(trt)} TensorRT ({trt_nodes} nodes), "
-            f"{len(torch_segments)} Torch ({torch_nodes} nodes)"
-        )
+        """One line: how many segments and nodes run where (then the same for all branches together, if any)."""
+        line = _count_line(self.segments)
+        if not self.subpartitions:
+            return line
+        from trtcheck.partitioning.control_flow import walk  # it imports this module
+
+        branches = [part for path, part in walk(self) if path]
+        return f"{line}; in {len(branches)} branch graph(s): {_count_line([s for part in branches for s in part.segments])}"
 
     def explain_summary(self) -> str:
         """Op coverage, engines with their sizes, and every Torch node grouped by reason.
@@ -252,15 +261,46 @@ class Partition:
 
         Without ``nodes`` (every compute node), ``explain_summary()`` comes first; a selection of nodes
         (the blockers of ``require_full_compilation``, say) gets its lines only.
+        Nodes of branches (``subpartitions``) follow the parent's, each named with its branch path
+        (``true_graph_0/relu``); a selection may hold them too.
         """
-        selected = list(nodes) if nodes is not None else self.compute_nodes
-        target_by_node = {node: segment.target for segment in self.segments for node in segment.nodes}
+        from trtcheck.partitioning.control_flow import walk  # it imports this module
+
+        parts = list(walk(self))
+        if nodes is None:
+            selected = [(path, part, node) for path, part in parts for node in part.compute_nodes]
+        else:
+            by_graph = {part.graph_module.graph: (path, part) for path, part in parts}
+            selected = [(*by_graph.get(node.graph, ("", self)), node) for node in nodes]
+        targets: dict[int, dict[torch.fx.Node, Target]] = {}
         lines = [self.explain_summary(), "where each node runs, and why:"] if nodes is None else []
-        for node in selected:
-            target = target_by_node.get(node)
+        for path, part, node in selected:
+            if id(part) not in targets:
+                targets[id(part)] = {n: segment.target for segment in part.segments for n in segment.nodes}
+            target = targets[id(part)].get(node)
             where = target.display if target is not None else "unplaced"
-            lines.append(f"{node.name} ({_op_name(node)}): {where} - {self.reasons.get(node, 'no reason recorded')}")
+            name = f"{path}/{node.name}" if path else node.name
+            lines.append(f"{name} ({_op_name(node)}): {where} - {part.reasons.get(node, 'no reason recorded')}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
-        return "\n".join(segment.format(i) for i, segment in enumerate(self.segments))
+        """The seed's segment blocks; then each branch's, indented under its name."""
+        ranges = symbol_ranges(self.graph_module)
+        lines = [segment.format(i, ranges) for i, segment in enumerate(self.segments)]
+        if self.subpartitions:
+            from trtcheck.partitioning.control_flow import branch_owners  # it imports this module
+
+            owners = branch_owners(self)
+            for name, sub in self.subpartitions.items():
+                owner = f" (a branch of %{owners[name].name})" if name in owners else ""
+                lines.append(f"Sub-partition {name}{owner}:")
+                lines.append(textwrap.indent(str(sub) or "(no compute nodes)", "    "))
+        return "\n".join(lines)
+
+
+def _count_line(segments: list[Segment]) -> str:
+    trt = [s for s in segments if s.target is Target.TENSORRT]
+    torch_segments = [s for s in segments if s.target is Target.TORCH]
+    trt_nodes = sum(len(s.nodes) for s in trt)
+    torch_nodes = sum(len(s.nodes) for s in torch_segments)
+    return f"{len(segments)} segments: {len(trt)} TensorRT ({trt_nodes} nodes), {len(torch_segments)} Torch ({torch_nodes} nodes)"

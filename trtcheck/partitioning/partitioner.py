@@ -18,6 +18,7 @@ import torch.fx
 from trtcheck.errors import PartitionError
 from trtcheck.lowering import copy_graph_module, lower
 from trtcheck.partitioning.boundaries import GraphMustChange, apply_min_block_size, enforce_tensor_boundaries
+from trtcheck.partitioning.control_flow import isolate_control_flow, mark_control_flow, partition_branches
 from trtcheck.partitioning.decisions import Support, decide, follow_producers, is_getitem, support_function
 from trtcheck.partitioning.optimal import Optimal, boundary_bytes
 from trtcheck.partitioning.partition import Partition, Reason, Segment, Target, is_compute
@@ -32,6 +33,7 @@ def partition(
     support: Support = None,
     *,
     example_kwargs: Mapping[str, Any] | None = None,
+    dynamic_shapes: Any = None,
 ) -> Partition:
     """Lower ``model`` to core ATen and split it into TensorRT and Torch segments.
 
@@ -39,9 +41,10 @@ def partition(
     (see ``Settings.coerce``). ``support`` decides convertibility: ``None`` for trtcheck's converter
     registry, a callable ``(torch.fx.Node) -> bool``, or a ``torch.fx.passes.operator_support.OperatorSupportBase``.
     A ``torch.export.ExportedProgram`` is partitioned as exported (decomposed, never traced again).
+    ``dynamic_shapes``: torch.export's argument (``torch.export.Dim`` per dynamic size), see ``trtcheck.lower``.
     """
     settings = Settings.coerce(settings)
-    gm = lower(model, example_inputs, example_kwargs)
+    gm = lower(model, example_inputs, example_kwargs, dynamic_shapes=dynamic_shapes)
     owner = model if isinstance(model, torch.nn.Module) else None  # an ExportedProgram: its graph's meta names modules
     forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph, owner)
     if gm is not model:  # lowering made a new graph: ours to rewrite
@@ -102,13 +105,13 @@ def _partition_graph(
     nodes: list[torch.fx.Node]
     targets: dict[torch.fx.Node, Target]
     reasons: dict[torch.fx.Node, Reason]
+    if forced_modules is None:
+        forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph)
     if resume is not None:  # the decisions of the attempt on the graph this one copies (the same nodes)
         nodes, targets, reasons = resume.nodes, resume.targets, resume.reasons
     else:
         supports = support_function(support)
         forced_ops: OpMatcher = resolve_ops(settings.torch_executed_ops)
-        if forced_modules is None:
-            forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph)
         nodes = [node for node in gm.graph.nodes if is_compute(node)]
         targets = {}
         reasons = {}
@@ -116,6 +119,7 @@ def _partition_graph(
             if not is_getitem(node):
                 targets[node], reasons[node] = decide(node, supports, forced_ops, forced_modules)
         follow_producers(nodes, targets, reasons)
+    mark_control_flow(nodes, targets, reasons)
 
     if settings.segmentation == "optimal":
         segments = _best_candidate(gm, nodes, targets, reasons, settings, may_change_graph, resume)
@@ -127,6 +131,9 @@ def _partition_graph(
     result = Partition(gm, segments, reasons, settings)
     if settings.require_full_compilation:
         _check_full_compilation(result)
+    result.subpartitions = partition_branches(  # branch copies are ours to change: may_change_graph
+        result, forced_modules, lambda branch, modules: _partition_graph(branch, settings, support, modules, True)
+    )
     return result
 
 
@@ -143,7 +150,7 @@ def _settle(
     # Each round either changes nothing (done) or moves at least one node to Torch or copies a
     # non-Tensor producer forward; the bound only guards against a bug turning that into a hang.
     for _ in range(2 * len(nodes) + 2):
-        segments = merge_adjacent(segmenter(nodes, targets))
+        segments = merge_adjacent(isolate_control_flow(segmenter(nodes, targets)))
         changed = enforce_tensor_boundaries(gm.graph, segments, targets, reasons, may_change_graph)
         if not changed and not settings.require_full_compilation:
             changed = apply_min_block_size(segments, settings.min_block_size, targets, reasons)

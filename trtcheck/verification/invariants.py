@@ -12,6 +12,11 @@ Rules (``Violation.rule``):
   to Torch by the settings.
 - ``min_block_size``: no TensorRT segment is shorter than ``min_block_size``.
 - ``merge``: no two adjacent segments could have been one.
+- ``control_flow``: a control-flow node (``torch.cond``, ``while_loop``) runs in a Torch segment of its own,
+  marked ``do_not_merge``, which holds nothing else but the ``getitem``s of its result.
+- ``subpartition``: every branch of every control-flow node has a sub-partition, and every sub-partition is
+  a branch of one. Every rule above holds in every sub-partition too: its violations name the branch
+  (``branch true_graph_0``, nested ones ``true_graph_0/false_graph_0``).
 - ``validator_error``: no node's reason is ``VALIDATOR_ERROR`` from a *built-in* converter (one
   registered by ``trtcheck.conversion.ops`` itself, ``Converter.builtin``). Partitioning survives such a
   crash (the node runs in Torch), but it is a trtcheck bug that would otherwise silently look like "no
@@ -22,14 +27,16 @@ Rules (``Violation.rule``):
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch.fx
 
+from trtcheck.partitioning.control_flow import branch_modules, branch_owners, is_control_flow
 from trtcheck.partitioning.decisions import Support, is_getitem, support_function
 from trtcheck.partitioning.partition import Partition, ReasonKind, Target, is_compute, node_is_tensor
 from trtcheck.partitioning.segmentation import mergeable
-from trtcheck.settings import resolve_modules, resolve_ops
+from trtcheck.settings import ModuleMatcher, resolve_modules, resolve_ops
 
 
 @dataclass(frozen=True)
@@ -38,9 +45,14 @@ class Violation:
     message: str
     segment: int | None = None
     node: str | None = None
+    branch: str | None = None  # the sub-partition's branch path (``true_graph_0``); None: the model's own graph
+
+    def inside(self, branch: str) -> Violation:
+        """This violation of a sub-partition (or stitched branch), named from its parent: under ``branch``."""
+        return dataclasses.replace(self, branch=f"{branch}/{self.branch}" if self.branch else branch)
 
     def __str__(self) -> str:
-        where = []
+        where = [f"branch {self.branch}"] if self.branch is not None else []
         if self.segment is not None:
             where.append(f"segment @{self.segment}")
         if self.node is not None:
@@ -51,16 +63,24 @@ class Violation:
 def check_invariants(partition: Partition, support: Support = None) -> list[Violation]:
     """Every invariant violation of ``partition``; empty when it is sound.
 
-    ``support`` must be what the partition was made with (``None``: the converter registry).
+    ``support`` must be what the partition was made with (``None``: the converter registry). Sub-partitions
+    (branches of control flow) are checked too, recursively.
     """
+    forced_modules = resolve_modules(partition.settings.torch_executed_modules, partition.graph_module.graph)
+    return _check(partition, support, forced_modules)
+
+
+def _check(partition: Partition, support: Support, forced_modules: ModuleMatcher) -> list[Violation]:
     violations: list[Violation] = []
     violations += _placement(partition)
     violations += _topological_order(partition)
     violations += _tensor_boundaries(partition)
-    violations += _settings_honoured(partition, support)
+    violations += _settings_honoured(partition, support, forced_modules)
     violations += _block_sizes(partition)
     violations += _merged(partition)
     violations += _validator_errors(partition, support)
+    violations += _control_flow(partition)
+    violations += _branches(partition, support, forced_modules)
     return violations
 
 
@@ -119,11 +139,10 @@ def _tensor_boundaries(partition: Partition) -> list[Violation]:
     return found
 
 
-def _settings_honoured(partition: Partition, support: Support) -> list[Violation]:
+def _settings_honoured(partition: Partition, support: Support, forced_modules: ModuleMatcher) -> list[Violation]:
     """No unsupported, forced-op or forced-module node in a TensorRT segment."""
     supports = support_function(support)
     forced_ops = resolve_ops(partition.settings.torch_executed_ops)
-    forced_modules = resolve_modules(partition.settings.torch_executed_modules, partition.graph_module.graph)
     found = []
     for index, segment in enumerate(partition.segments):
         if segment.target is not Target.TENSORRT:
@@ -176,3 +195,39 @@ def _merged(partition: Partition) -> list[Violation]:
         for i in range(len(segments) - 1)
         if mergeable(segments[i], segments[i + 1])
     ]
+
+
+def _control_flow(partition: Partition) -> list[Violation]:
+    """Each control-flow node alone (with the ``getitem``s of its result) in a ``do_not_merge`` Torch segment."""
+    found = []
+    for index, segment in enumerate(partition.segments):
+        flows = [node for node in segment.nodes if is_control_flow(node)]
+        for node in flows:
+            if segment.target is Target.TENSORRT:
+                found.append(Violation("control_flow", "control-flow node in a TensorRT segment: no engine can run it", index, node.name))
+            if not segment.do_not_merge:
+                found.append(Violation("control_flow", "the segment of a control-flow node is not do_not_merge", index, node.name))
+            strays = ", ".join(user.name for user in node.users if user.op != "output" and user not in segment.nodes)
+            if strays:
+                found.append(Violation("control_flow", f"getitem(s) {strays} of its result lie in other segments", index, node.name))
+        others = [node.name for node in segment.nodes if node not in flows and not (is_getitem(node) and node.args[0] in flows)]
+        if flows and (others or len(flows) > 1):
+            merged = ", ".join(others + [node.name for node in flows[1:]])
+            found.append(Violation("control_flow", f"control-flow node merged with other nodes ({merged})", index, flows[0].name))
+    return found
+
+
+def _branches(partition: Partition, support: Support, forced_modules: ModuleMatcher) -> list[Violation]:
+    """Every branch partitioned, every sub-partition a branch; then every rule inside each, naming the branch."""
+    owners = branch_owners(partition)
+    found = [
+        Violation("subpartition", f"branch {name} has no sub-partition (Partition.subpartitions)", node=owners[name].name)
+        for name in sorted(owners.keys() - partition.subpartitions.keys())
+    ]
+    for name, sub in partition.subpartitions.items():
+        if name not in owners:
+            found.append(Violation("subpartition", "no control-flow node of the graph calls this branch", branch=name))
+            continue
+        inside = _check(sub, support, branch_modules(forced_modules, owners[name]))
+        found += [violation.inside(name) for violation in inside]
+    return found

@@ -152,10 +152,10 @@ class _NodeRef:
 
 
 class _OpRef:
-    """An ``OpOverload``/``OpOverloadPacket`` (unpicklable) by its qualified name."""
+    """An ``OpOverload``/``OpOverloadPacket`` or a higher-order op (``torch.cond``: unpicklable) by its qualified name."""
 
-    def __init__(self, op: torch._ops.OpOverload | torch._ops.OpOverloadPacket) -> None:
-        self.name = str(op)
+    def __init__(self, op: torch._ops.OpOverload | torch._ops.OpOverloadPacket | torch._ops.HigherOrderOperator) -> None:
+        self.name = f"{op.namespace}.{op.name()}" if isinstance(op, torch._ops.HigherOrderOperator) else str(op)
 
 
 class _GlobalRef:
@@ -195,7 +195,7 @@ def _encode(value: Any) -> Any:
     def one(item: Any) -> Any:
         if isinstance(item, torch.fx.Node):
             return _NodeRef(item.name)
-        if isinstance(item, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        if isinstance(item, (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator)):
             return _OpRef(item)
         if isinstance(item, torch.memory_format):
             return _MemoryFormatRef(item)
@@ -281,7 +281,8 @@ class _SavedGraphModule:
             if node.op == "call_function":
                 target = _encode(target)
             elif node.op in ("get_attr", "call_module"):
-                state[target] = _owned_attribute(gm, target)
+                value = _owned_attribute(gm, target)  # a cond's branch is a GraphModule: saved the same way
+                state[target] = _SavedGraphModule(value) if isinstance(value, torch.fx.GraphModule) else value
             nodes.append((node.op, node.name, target, _encode(node.args), _encode(node.kwargs), _node_meta(node)))
         self.payload = {"format": FORMAT, "nodes": nodes, "state": state, "codegen": gm.graph._codegen}
 

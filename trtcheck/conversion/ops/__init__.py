@@ -19,4 +19,5 @@ from trtcheck.conversion.ops import (  # noqa: F401 - imported for their registr
     scatter,
     shape,
     sorting,
+    symbolic,
 )

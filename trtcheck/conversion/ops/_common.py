@@ -2,10 +2,16 @@
 
 Every built-in converter is registered through :func:`converter`, which declares next to the converter
 what it can take: the dtypes of its tensor inputs and outputs, the arguments that must be constants,
-and the op's own argument check. Its validator composes those with :func:`engine_refusal` (dtypes a
-TensorRT segment may hold, static shapes, no symbolic arguments), so no converter can forget the
-float64 rule; each refusal is a :class:`Refusal` naming the argument and value at fault. Arguments
-reach converters and checks bound to the ATen schema (:class:`BoundArgs`), never as raw ``node.args``.
+whether it handles dynamic (symbolic) shapes, and the op's own argument check. Its validator composes
+those with :func:`engine_refusal` (dtypes a TensorRT segment may hold, static shapes unless declared
+dynamic, no SymFloat/SymBool), so no converter can forget the float64 rule; each refusal is a
+:class:`Refusal` naming the argument and value at fault. Arguments reach converters and checks bound to
+the ATen schema (:class:`BoundArgs`), never as raw ``node.args``.
+
+``dynamic=True`` is a promise that the converter reads no size from metadata that may be symbolic (rank,
+dtype and static sizes are fine) or reads sizes through the context's ``int_value``/``shape_list``/
+``size_expr``; it then also takes SymInt-valued inputs (``sym_size`` results, SymInt arithmetic), which
+are 0-d int64 ONNX values. The default is False: a converter nobody audited for symbolic sizes refuses them.
 """
 
 from __future__ import annotations
@@ -19,11 +25,13 @@ import onnx
 import onnx.defs
 import torch
 import torch.fx
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from trtcheck import dtypes as _dtypes
 from trtcheck.conversion.arguments import BoundArgs, bind
-from trtcheck.conversion.context import OPSET, onnx_dtype
+from trtcheck.conversion.context import OPSET, is_symint, onnx_dtype
 from trtcheck.conversion.registry import OpTarget, Refusal, register
+from trtcheck.lowering import expression_bounds, symbol_ranges
 
 if TYPE_CHECKING:  # pragma: no cover - only for annotations
     from trtcheck.conversion.context import ConversionContext
@@ -71,11 +79,13 @@ def _dtype_names(dtypes: Iterable[torch.dtype]) -> str:
     return ", ".join(sorted(map(_dtype_name, dtypes)))
 
 
-def _tensor_refusal(what: str, value: Any, allow_empty: bool = False) -> str | None:
+def _tensor_refusal(what: str, value: Any, allow_empty: bool = False, dynamic: bool = False,
+                    ranges: Ranges | None = None) -> str | None:
     """Why ``value`` cannot live in a TensorRT segment, or None.
 
-    Dense static shapes only (converters read shapes from metadata; a sparse tensor has no ONNX form),
-    and no empty tensors, a corner TensorRT layers handle unevenly.
+    Dense tensors only (a sparse tensor has no ONNX form), with static shapes unless the converter is
+    ``dynamic``, and no empty tensors, a corner TensorRT layers handle unevenly: a symbolic size must be
+    at least 1 over its whole range (``ranges``, see :func:`_may_be_empty`).
     """
     if not isinstance(value, torch.Tensor):
         return f"{what} is {type(value).__name__}, not a tensor"
@@ -86,11 +96,49 @@ def _tensor_refusal(what: str, value: Any, allow_empty: bool = False) -> str | N
             f"{what} is {_dtype_name(value.dtype)}, which a TensorRT segment cannot hold "
             f"(it holds {_dtype_names(TENSORRT_DTYPES)})"
         )
-    if not all(isinstance(d, int) for d in value.shape):
+    static = all(isinstance(d, int) for d in value.shape)
+    if not static and not dynamic:
         return f"{what} has the dynamic shape {list(value.shape)}; converters need static shapes"
-    if not allow_empty and value.numel() == 0:
+    if allow_empty:
+        return None
+    if static and value.numel() == 0:
         return f"{what} is empty (shape {list(value.shape)})"
+    if not static and _may_be_empty(value, ranges or {}):
+        return f"{what} may be empty: a size of {list(value.shape)} can be 0 in its range"
     return None
+
+
+#: ``{symbol name: (min, max)}``, max None when unbounded: ``trtcheck.lowering.symbol_ranges``.
+Ranges = Mapping[str, tuple["int | None", "int | None"]]
+
+
+def _may_be_empty(value: torch.Tensor, ranges: Ranges) -> bool:
+    """True unless every size is >= 1 over its symbols' ranges.
+
+    The ranges export recorded come first: while tracing, export assumes every size is at least 2, so the
+    shape environment alone would call ``Dim(min=0)`` non-empty, yet the program takes 0. Without them (a
+    standalone segment module), the shape environment decides; no guard is added either way.
+    """
+    return not all(_at_least_one(size, ranges) for size in value.shape)
+
+
+def _at_least_one(size: int | torch.SymInt, ranges: Ranges) -> bool:
+    if isinstance(size, int):
+        return size >= 1
+    expr = size.node.expr
+    if ranges and all(str(symbol) in ranges for symbol in expr.free_symbols):
+        low, _ = expression_bounds(expr, ranges)
+        return low is not None and low >= 1
+    return statically_known_true(size >= 1)
+
+
+def _value_refusal(what: str, value: Any, allow_empty: bool, dynamic: bool, ranges: Ranges) -> str | None:
+    """:func:`_tensor_refusal`, except that a ``dynamic`` converter also takes SymInt values (int64 in ONNX)."""
+    if dynamic and is_symint(value):
+        return None
+    if isinstance(value, (torch.SymFloat, torch.SymBool)):
+        return f"{what} is a {type(value).__name__} ({value}); only SymInt sizes convert (to int64 values)"
+    return _tensor_refusal(what, value, allow_empty, dynamic, ranges)
 
 
 def input_metas(node: torch.fx.Node) -> list[torch.Tensor]:
@@ -117,24 +165,28 @@ def _named_inputs(node: torch.fx.Node, args: BoundArgs | None = None) -> Iterato
             yield (f"{name}[{index}]" if isinstance(value, (list, tuple)) else name), producer
 
 
-def engine_refusal(node: torch.fx.Node, args: BoundArgs | None = None) -> str | None:
+def engine_refusal(node: torch.fx.Node, args: BoundArgs | None = None, dynamic: bool = False) -> str | None:
     """The check shared by every converter: why ``node`` cannot be in a TensorRT segment at all, or None.
 
-    Refuses float64/int8/int16/complex inputs or outputs (``trtcheck.dtypes``' ``in_engine``), sparse,
-    dynamic (SymInt) or empty shapes, SymInt/SymFloat arguments and inputs that are not tensors (e.g. the
-    result of a ``sym_size`` node). ``args``: ``node``'s bound arguments, when the caller has them.
+    Refuses float64/int8/int16/complex inputs or outputs (``trtcheck.dtypes``' ``in_engine``), sparse or
+    empty shapes, symbolic values written into the arguments, SymFloat/SymBool inputs, and, unless the
+    converter is ``dynamic``, symbolic shapes and SymInt inputs (e.g. the result of a ``sym_size`` node).
+    ``args``: ``node``'s bound arguments, when the caller has them.
     """
     symbolic = [v for v in _iter_values((node.args, tuple(node.kwargs.values()))) if _symbolic(v)]
     if symbolic:
         return f"symbolic argument {symbolic[0]!r}: converters need values known when converting"
+    owner = node.graph.owning_module
+    ranges = symbol_ranges(owner) if dynamic and owner is not None else {}
     for name, producer in _named_inputs(node, args):
-        reason = _tensor_refusal(f"input {name} (%{producer.name})", producer.meta.get("val"))
+        reason = _value_refusal(f"input {name} (%{producer.name})", producer.meta.get("val"), False, dynamic, ranges)
         if reason:
             return reason
     outputs = output_metas(node)
     # Extra outputs may be empty placeholders (batch norm's saved statistics in inference mode).
     for index, value in enumerate(outputs):
-        reason = _tensor_refusal("the output" if len(outputs) == 1 else f"output {index}", value, allow_empty=index > 0)
+        what = "the output" if len(outputs) == 1 else f"output {index}"
+        reason = _value_refusal(what, value, index > 0, dynamic, ranges)
         if reason:
             return reason
     return None
@@ -145,14 +197,19 @@ def tensorrt_can_hold(node: torch.fx.Node) -> bool:
     return engine_refusal(node) is None
 
 
+def value_dtype(value: Any) -> torch.dtype:
+    """The dtype of a node's ``meta["val"]``: a tensor's own, int64 for a SymInt (its ONNX form)."""
+    return torch.int64 if is_symint(value) else value.dtype
+
+
 def _dtype_refusal(args: BoundArgs, inputs: frozenset[torch.dtype], outputs: frozenset[torch.dtype]) -> str | None:
     for name, producer in _named_inputs(args.node, args):
-        dtype = producer.meta["val"].dtype
+        dtype = value_dtype(producer.meta["val"])
         if dtype not in inputs:
             return f"input {name} is {_dtype_name(dtype)}; this converter takes {_dtype_names(inputs)}"
     for index, value in enumerate(output_metas(args.node)):
-        if value.dtype not in outputs:
-            return f"output {index} is {_dtype_name(value.dtype)}; this converter produces {_dtype_names(outputs)}"
+        if value_dtype(value) not in outputs:
+            return f"output {index} is {_dtype_name(value_dtype(value))}; this converter produces {_dtype_names(outputs)}"
     return None
 
 
@@ -171,6 +228,7 @@ def converter(
     outputs: frozenset[torch.dtype] = TENSORRT_DTYPES,
     constants: Sequence[str] = (),
     check: Check | None = None,
+    dynamic: bool = False,
 ) -> Callable[[BoundConverterFn], BoundConverterFn]:
     """Register a built-in converter ``fn(ctx, args)`` together with what it accepts.
 
@@ -179,6 +237,8 @@ def converter(
     op's own ``check(args)``. ``dtypes``/``outputs`` must be dtypes the ONNX ops the converter emits
     accept (a test checks every converter against the ONNX schemas). Arguments are bound to the schema
     once per call (:func:`~trtcheck.conversion.arguments.bind`), for the check and the converter alike.
+    ``dynamic``: the converter handles symbolic sizes and SymInt inputs (see the module docstring); its
+    ``check`` then refuses, naming the argument and dim, any dynamic size it cannot handle.
 
     This is the built-in path: the converter is marked ``builtin`` (a crash in its validator is a
     trtcheck bug that verification reports). Users register theirs with ``trtcheck.converters.register``.
@@ -186,7 +246,8 @@ def converter(
 
     def validator(node: torch.fx.Node) -> bool | Refusal:
         args = bind(node)
-        reason = engine_refusal(node, args) or _dtype_refusal(args, dtypes, outputs) or _constant_refusal(args, constants)
+        reason = (engine_refusal(node, args, dynamic) or _dtype_refusal(args, dtypes, outputs)
+                  or _constant_refusal(args, constants))
         if reason:
             return Refusal(reason)
         return True if check is None else check(args)
@@ -194,6 +255,7 @@ def converter(
     # The declaration, readable by tests: every dtype claimed must be one the dtype table lets engines hold.
     validator.input_dtypes = dtypes  # type: ignore[attr-defined]
     validator.output_dtypes = outputs  # type: ignore[attr-defined]
+    validator.dynamic = dynamic  # type: ignore[attr-defined]
 
     def decorator(fn: BoundConverterFn) -> BoundConverterFn:
         @functools.wraps(fn)
@@ -253,27 +315,31 @@ def out_dtype(node: torch.fx.Node) -> torch.dtype:
 
 
 def rank_of(value: Any) -> int:
-    """Rank of an fx node's tensor (0 for Python scalars)."""
+    """Rank of an fx node's tensor (0 for Python scalars and SymInt nodes)."""
     meta = value.meta["val"] if isinstance(value, torch.fx.Node) else None
     return meta.dim() if isinstance(meta, torch.Tensor) else 0
 
 
 def dtype_of(value: Any) -> torch.dtype:
-    """dtype of an fx node's tensor, or the default dtype PyTorch gives a Python scalar."""
+    """dtype of an fx node's tensor (int64 for a SymInt node, its ONNX form), or the default dtype PyTorch
+    gives a Python scalar."""
     if isinstance(value, torch.fx.Node):
-        return value.meta["val"].dtype
+        return value_dtype(value.meta["val"])
     return torch.tensor(value).dtype
 
 
 def promoted(a: Any, b: Any) -> torch.dtype:
-    """PyTorch's type promotion of two operands (tensor nodes or Python scalars).
+    """PyTorch's type promotion of two operands (tensor nodes, SymInt nodes or Python scalars).
 
-    Uses torch.result_type on stand-ins so 0-dim tensors and scalars weigh exactly as in eager mode.
+    Uses torch.result_type on stand-ins so 0-dim tensors and scalars weigh exactly as in eager mode; a
+    SymInt node weighs as the Python int it is in eager mode (``x * x.shape[0]`` keeps x's dtype).
     """
 
     def sample(value: Any) -> Any:
         if isinstance(value, torch.fx.Node):
             meta = value.meta["val"]
+            if is_symint(meta):
+                return 1
             return torch.empty((1,) if meta.dim() else (), dtype=meta.dtype)
         return value
 
@@ -327,6 +393,19 @@ def only_first_output_used(args: BoundArgs) -> bool | Refusal:
             which = f"output {user.args[1]}" if user.target is operator.getitem else "the tuple"
             return Refusal(f"{which} of {args.node.target} is used (by %{user.name}); the ONNX op gives only output 0")
     return True
+
+
+def dynamic_refusal(args: BoundArgs, name: str, axes: Iterable[int], why: str) -> Refusal | None:
+    """A Refusal naming the first of ``axes`` of tensor argument ``name`` whose size is symbolic, or None.
+
+    For ``dynamic`` converters that still need some sizes when converting (a split along a dim, a pool in
+    ceil mode): ``why`` says what the size is needed for.
+    """
+    shape = args.meta(name).shape
+    for axis in axes:
+        if not isinstance(shape[axis], int):
+            return refuse(f"{name} has the dynamic size {shape[axis]} at dim {axis}: {why}")
+    return None
 
 
 def all_ints(*values: Any) -> bool:

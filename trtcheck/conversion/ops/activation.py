@@ -1,4 +1,7 @@
-"""Activations and (log-)softmax. Float-only: TensorRT's activation layers take no integers."""
+"""Activations and (log-)softmax. Float-only: TensorRT's activation layers take no integers.
+
+All but PReLU (whose check compares shapes) are ``dynamic``: they read no size.
+"""
 
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ def _approximation_ok(args: BoundArgs) -> bool | Refusal:
     return args.approximate in ("none", "tanh") or refuse(f"approximate {args.approximate!r} is neither 'none' nor 'tanh'")
 
 
-@converter(aten.gelu.default, dtypes=FLOAT, check=_approximation_ok)
+@converter(aten.gelu.default, dtypes=FLOAT, check=_approximation_ok, dynamic=True)
 def _gelu(ctx: ConversionContext, args: BoundArgs) -> str:
     """Opset 17 has no Gelu: x/2 * (1 + erf(x/sqrt2)), or the tanh approximation."""
     dtype = out_dtype(args.node)
@@ -43,7 +46,7 @@ def _gelu(ctx: ConversionContext, args: BoundArgs) -> str:
     return ctx.add("Mul", [half_x, ctx.add("Add", [core, ctx.constant(1.0, dtype)])])
 
 
-@converter(aten.silu.default, dtypes=FLOAT)
+@converter(aten.silu.default, dtypes=FLOAT, dynamic=True)
 def _silu(ctx: ConversionContext, args: BoundArgs) -> str:
     x = ctx.name(args.self)
     return ctx.add("Mul", [x, ctx.add("Sigmoid", [x])])
@@ -81,7 +84,7 @@ def _elu_plain(args: BoundArgs) -> bool | Refusal:
 
 # The parameters become ONNX attributes, so they must be constants.
 register_table(
-    _PARAMETRIC, _parametric, check=_elu_plain,
+    _PARAMETRIC, _parametric, check=_elu_plain, dynamic=True,
     per_entry=lambda target, entry: {"constants": tuple(entry[1].values()), "dtypes": FLOAT & onnx_accepts(entry[0])},
 )
 
@@ -90,7 +93,7 @@ def _plain_softplus(args: BoundArgs) -> bool | Refusal:
     return args.beta == 1 or refuse(f"beta {args.beta!r} is not 1: ONNX Softplus has no beta")
 
 
-@converter(aten.softplus.default, dtypes=FLOAT & onnx_accepts("Softplus"), check=_plain_softplus)
+@converter(aten.softplus.default, dtypes=FLOAT & onnx_accepts("Softplus"), check=_plain_softplus, dynamic=True)
 def _softplus(ctx: ConversionContext, args: BoundArgs) -> str:
     """ONNX Softplus has no threshold; past PyTorch's threshold (20) log1p(exp(x)) == x in fp32 anyway."""
     return ctx.add("Softplus", [ctx.name(args.self)])
@@ -131,4 +134,4 @@ def _softmax(onnx_op: str) -> BoundConverterFn:
     return convert
 
 
-register_table(_SOFTMAX, _softmax, dtypes=FLOAT, constants=("dim",), check=_softmax_ok)
+register_table(_SOFTMAX, _softmax, dtypes=FLOAT, constants=("dim",), check=_softmax_ok, dynamic=True)

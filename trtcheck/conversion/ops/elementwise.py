@@ -3,6 +3,10 @@
 Type promotion: ATen ops promote mixed operands (``mul(float_tensor, int_tensor)``, ``add(x, 1)``,
 ``sub(1.0, x)``) while ONNX demands identical types, so every operand is cast to the op's compute
 dtype first: the output dtype for arithmetic, the promoted input dtype for comparisons.
+
+Every converter here is ``dynamic``: broadcasting is ONNX's own and none reads a size, so symbolic
+shapes convert as they are, and a SymInt operand (``x * x.shape[0]``: ``mul.Tensor(x, sym_size_int)``)
+is a 0-d int64 value cast to the compute dtype like any Python scalar.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import torch
 import torch.fx
 
 from trtcheck.conversion.arguments import BoundArgs
+from trtcheck.conversion.context import int_floor_divide
 from trtcheck.conversion.ops._common import (
     BOOL,
     FLOAT,
@@ -82,17 +87,17 @@ def _unary(onnx_op: str) -> BoundConverterFn:
 # Inputs reach the ONNX op in the output dtype (ints become float32), so only the op's own schema limits
 # which float inputs it may be claimed for (opset 17's Sin, Round & co. have no bfloat16).
 register_table(
-    _UNARY, lambda entry: _unary(entry[0]),
+    _UNARY, lambda entry: _unary(entry[0]), dynamic=True,
     per_entry=lambda target, entry: {"dtypes": entry[1] & (onnx_accepts(entry[0]) | INT | BOOL)},
 )
 
 
-@converter(aten.rsqrt.default, dtypes=NUMERIC)
+@converter(aten.rsqrt.default, dtypes=NUMERIC, dynamic=True)
 def _rsqrt(ctx: ConversionContext, args: BoundArgs) -> str:
     return ctx.add("Reciprocal", [ctx.add("Sqrt", [operand(ctx, args.self, out_dtype(args.node))])])
 
 
-@converter(aten.log2.default, aten.log10.default, dtypes=NUMERIC)
+@converter(aten.log2.default, aten.log10.default, dtypes=NUMERIC, dynamic=True)
 def _log_base(ctx: ConversionContext, args: BoundArgs) -> str:
     """log2/log10 as a scaled Log (no dedicated ONNX ops)."""
     dtype = out_dtype(args.node)
@@ -106,7 +111,7 @@ def _equal(ctx: ConversionContext, a: str, b: str) -> str:
     return ctx.add("Equal", [a, b])
 
 
-@converter(aten.log1p.default, dtypes=NUMERIC)
+@converter(aten.log1p.default, dtypes=NUMERIC, dynamic=True)
 def _log1p(ctx: ConversionContext, args: BoundArgs) -> str:
     """log(1 + x) without losing small x: Log(1 + x) alone gives 0 (or -inf after a Log) for |x| < eps.
 
@@ -124,7 +129,7 @@ def _log1p(ctx: ConversionContext, args: BoundArgs) -> str:
     return ctx.add("Where", [_equal(ctx, u, one), x, result])
 
 
-@converter(aten.expm1.default, dtypes=NUMERIC)
+@converter(aten.expm1.default, dtypes=NUMERIC, dynamic=True)
 def _expm1(ctx: ConversionContext, args: BoundArgs) -> str:
     """exp(x) - 1 without losing small x: Exp(x) - 1 alone gives 0 for |x| < eps.
 
@@ -142,7 +147,7 @@ def _expm1(ctx: ConversionContext, args: BoundArgs) -> str:
     return ctx.add("Where", [_equal(ctx, u, one), x, result])
 
 
-@converter(aten.trunc.default, dtypes=FLOAT)
+@converter(aten.trunc.default, dtypes=FLOAT, dynamic=True)
 def _trunc(ctx: ConversionContext, args: BoundArgs) -> str:
     return _truncate(ctx, ctx.name(args.self))
 
@@ -190,7 +195,7 @@ def _binary(onnx_op: str) -> BoundConverterFn:
 # alpha scales an operand by a constant: a tensor-valued alpha has no place in an ONNX attribute-free Mul
 # of constants here, so it must be a number (declared for the overloads that have an alpha).
 register_table(
-    _ARITHMETIC, _binary, outputs=NUMERIC,
+    _ARITHMETIC, _binary, outputs=NUMERIC, dynamic=True,
     per_entry=lambda target, entry: {"constants": ("alpha",) if target._opname in ("add", "sub") else ()},
 )
 
@@ -206,14 +211,14 @@ def _nan_propagating(ctx: ConversionContext, onnx_op: str, a: str, b: str, dtype
     return ctx.add("Where", [ctx.add("IsNaN", [a]), a, result])
 
 
-@converter(aten.maximum.default, aten.minimum.default, outputs=NUMERIC)
+@converter(aten.maximum.default, aten.minimum.default, outputs=NUMERIC, dynamic=True)
 def _maximum(ctx: ConversionContext, args: BoundArgs) -> str:
     dtype = out_dtype(args.node)
     a, b = operands(ctx, (args.self, args.other), dtype)
     return _nan_propagating(ctx, "Max" if args.node.target == aten.maximum.default else "Min", a, b, dtype)
 
 
-@converter(aten.rsub.Tensor, aten.rsub.Scalar, outputs=NUMERIC, constants=("alpha",))
+@converter(aten.rsub.Tensor, aten.rsub.Scalar, outputs=NUMERIC, constants=("alpha",), dynamic=True)
 def _rsub(ctx: ConversionContext, args: BoundArgs) -> str:
     """rsub(a, b, alpha) = b - alpha * a."""
     dtype = out_dtype(args.node)
@@ -231,7 +236,7 @@ def _sign_fix(ctx: ConversionContext, mod: str, b: str, dtype: torch.dtype) -> s
 def _floor_divide(ctx: ConversionContext, a: str, b: str, dtype: torch.dtype) -> str:
     """Division rounded toward -inf, as PyTorch computes it.
 
-    Integers: (a - a mod b) / b is exact, with Python-style mod. Floats follow ATen's
+    Integers: ``int_floor_divide``, (a - a mod b) / b, exact with Python-style mod. Floats follow ATen's
     ``div_floor_floating`` (c10/util/generic_math.h): ``div = (a - fmod(a, b)) / b``, minus 1 where the
     fmod's sign differs from b's; then floor(div), rounded up where div - floor(div) > 0.5; b == 0
     gives a / b. (ATen also gives a zero result the sign of a / b; here it may be +0, which compares
@@ -239,7 +244,7 @@ def _floor_divide(ctx: ConversionContext, a: str, b: str, dtype: torch.dtype) ->
     is 6.
     """
     if dtype in INT:
-        return ctx.add("Div", [ctx.add("Sub", [a, ctx.add("Mod", [a, b], fmod=0)]), b])
+        return int_floor_divide(ctx, a, b)
     one, half, zero = (ctx.constant(v, dtype) for v in (1.0, 0.5, 0.0))
     mod = ctx.add("Mod", [a, b], fmod=1)
     div = ctx.add("Div", [ctx.add("Sub", [a, mod]), b])
@@ -256,7 +261,7 @@ def _rounding_mode_ok(args: BoundArgs) -> bool | Refusal:
     return refuse(f"rounding_mode {args.rounding_mode!r} is none of None, 'trunc', 'floor'")
 
 
-@converter(aten.div.Tensor_mode, aten.div.Scalar_mode, outputs=NUMERIC, check=_rounding_mode_ok)
+@converter(aten.div.Tensor_mode, aten.div.Scalar_mode, outputs=NUMERIC, check=_rounding_mode_ok, dynamic=True)
 def _div_mode(ctx: ConversionContext, args: BoundArgs) -> str:
     dtype = out_dtype(args.node)
     a, b = operands(ctx, (args.self, args.other), dtype)
@@ -266,13 +271,13 @@ def _div_mode(ctx: ConversionContext, args: BoundArgs) -> str:
     return _truncate(ctx, quotient) if args.rounding_mode == "trunc" and dtype in FLOAT else quotient
 
 
-@converter(aten.floor_divide.default, outputs=NUMERIC)
+@converter(aten.floor_divide.default, outputs=NUMERIC, dynamic=True)
 def _floor_div(ctx: ConversionContext, args: BoundArgs) -> str:
     dtype = out_dtype(args.node)
     return _floor_divide(ctx, *operands(ctx, (args.self, args.other), dtype), dtype)
 
 
-@converter(aten.remainder.Tensor, aten.remainder.Scalar, outputs=NUMERIC)
+@converter(aten.remainder.Tensor, aten.remainder.Scalar, outputs=NUMERIC, dynamic=True)
 def _remainder(ctx: ConversionContext, args: BoundArgs) -> str:
     """Python-style modulo (sign of the divisor). Integers: ONNX Mod with fmod=0 is exactly that.
 
@@ -320,6 +325,7 @@ register_table(
         for overload in (getattr(aten, name).Tensor, getattr(aten, name).Scalar)
     },
     _compare,
+    dynamic=True,
 )
 
 
@@ -342,19 +348,19 @@ def _logical(onnx_op: str) -> BoundConverterFn:
 
 # bitwise_* are logical only on bools; integer bitwise math has no TensorRT layer.
 register_table(
-    _LOGICAL, _logical,
+    _LOGICAL, _logical, dynamic=True,
     per_entry=lambda target, entry: {"dtypes": BOOL if target._opname.startswith("bitwise") else TENSORRT_DTYPES},
 )
 
 
-@converter(aten.logical_not.default)
-@converter(aten.bitwise_not.default, dtypes=BOOL)
+@converter(aten.logical_not.default, dynamic=True)
+@converter(aten.bitwise_not.default, dtypes=BOOL, dynamic=True)
 def _logical_not(ctx: ConversionContext, args: BoundArgs) -> str:
     return ctx.add("Not", [operand(ctx, args.self, torch.bool)])
 
 
 # ---- where / clamp -------------------------------------------------------------------------------
-@converter(aten.where.self)
+@converter(aten.where.self, dynamic=True)
 def _where(ctx: ConversionContext, args: BoundArgs) -> str:
     """Where; bool data selects between 0/1 int32s, cast back to bool. ONNX Runtime's CPU provider has no
     bool Where kernel (its Where takes uint8, int8, int32, int64, float16, float, ...: tried on 1.32), while
@@ -372,7 +378,7 @@ def _bounds(args: BoundArgs) -> tuple[Any, Any]:
 
 
 @converter(aten.clamp.default, aten.clamp.Tensor, aten.clamp_min.default, aten.clamp_max.default,
-           aten.hardtanh.default, dtypes=NUMERIC)
+           aten.hardtanh.default, dtypes=NUMERIC, dynamic=True)
 def _clamp(ctx: ConversionContext, args: BoundArgs) -> str:
     """Clip for float tensors with scalar bounds (TensorRT fuses it); NaN-propagating Max/Min otherwise.
 
@@ -404,7 +410,7 @@ def _same_device_and_layout(args: BoundArgs) -> bool | Refusal:
     return True
 
 
-@converter(aten._to_copy.default, check=_same_device_and_layout)
+@converter(aten._to_copy.default, check=_same_device_and_layout, dynamic=True)
 def _to_copy(ctx: ConversionContext, args: BoundArgs) -> str:
     """A dtype conversion; device/layout changes are left to PyTorch by the validator."""
     return cast(ctx, ctx.name(args.self), dtype_of(args.self), out_dtype(args.node))

@@ -1,4 +1,8 @@
-"""Gathers: index_select, gather and the single-tensor case of advanced indexing."""
+"""Gathers: index_select, gather and the single-tensor case of advanced indexing.
+
+All are ``dynamic``: they read axes only (index_select of a 0-d tensor reshapes to its output, which a
+0-d input's at most one-element index makes static).
+"""
 
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ def _gather_ok(args: BoundArgs) -> bool | Refusal:
     return _index_ok(args)
 
 
-@converter(aten.index_select.default, constants=("dim",), check=_index_ok)
+@converter(aten.index_select.default, constants=("dim",), check=_index_ok, dynamic=True)
 def _index_select(ctx: ConversionContext, args: BoundArgs) -> str:
     """Gather; a 0-d self (which PyTorch indexes as if it had one element) is viewed as 1-d first, and
     the result keeps the shape PyTorch gives it."""
@@ -46,7 +50,7 @@ def _index_select(ctx: ConversionContext, args: BoundArgs) -> str:
     return ctx.add("Gather", [x, ctx.name(args.index)], axis=axis)
 
 
-@converter(aten.gather.default, constants=("dim",), check=_gather_ok)
+@converter(aten.gather.default, constants=("dim",), check=_gather_ok, dynamic=True)
 def _gather(ctx: ConversionContext, args: BoundArgs) -> str:
     axis = args.dim % max(args.meta("self").dim(), 1)
     return ctx.add("GatherElements", [ctx.name(args.self), ctx.name(args.index)], axis=axis)
@@ -66,7 +70,7 @@ def _single_index_ok(args: BoundArgs) -> bool | Refusal:
     return refuse("indices are not exactly one int32/int64 index tensor (several, or a boolean mask)")
 
 
-@converter(aten.index.Tensor, check=_single_index_ok)
+@converter(aten.index.Tensor, check=_single_index_ok, dynamic=True)
 def _index(ctx: ConversionContext, args: BoundArgs) -> str:
     """With one index tensor, advanced indexing is a Gather along that axis (negative indices wrap in
     both). Several index tensors, or boolean masks, are left to PyTorch."""

@@ -1,4 +1,8 @@
-"""Convolution and matrix products (float only: TensorRT has no integer GEMM/convolution layers)."""
+"""Convolution and matrix products (float only: TensorRT has no integer GEMM/convolution layers).
+
+All are ``dynamic``: batch, spatial and matrix sizes may be symbolic (ONNX Conv/MatMul/Gemm read them at
+run time); only a convolution's weight must have a static shape, its kernel shape being an attribute.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from trtcheck.conversion.ops._common import (
     aten,
     cast,
     converter,
+    dynamic_refusal,
     out_dtype,
     refuse,
 )
@@ -63,6 +68,9 @@ def _conv_ok(args: BoundArgs) -> bool | Refusal:
     spatial = args.meta("input").dim() - 2
     if not 1 <= spatial <= 3:
         return refuse(f"input has {spatial} spatial dimensions; ONNX Conv here takes 1 to 3")
+    dynamic_weight = dynamic_refusal(args, "weight", range(args.meta("weight").dim()), "the kernel shape is a Conv attribute")
+    if dynamic_weight is not None:
+        return dynamic_weight
     if args.transposed:
         pads = _transposed_conv_pads(args)
         if isinstance(pads, Refusal):
@@ -73,7 +81,7 @@ def _conv_ok(args: BoundArgs) -> bool | Refusal:
 _CONV_CONSTANTS = ("stride", "padding", "dilation", "transposed", "output_padding", "groups")
 
 
-@converter(aten.convolution.default, dtypes=FLOAT, constants=_CONV_CONSTANTS, check=_conv_ok)
+@converter(aten.convolution.default, dtypes=FLOAT, constants=_CONV_CONSTANTS, check=_conv_ok, dynamic=True)
 def _convolution(ctx: ConversionContext, args: BoundArgs) -> str:
     """Conv / ConvTranspose; PyTorch and ONNX share weight layouts for both.
 
@@ -102,7 +110,7 @@ def _convolution(ctx: ConversionContext, args: BoundArgs) -> str:
     return cast(ctx, result, compute, dtype)
 
 
-@converter(aten.mm.default, aten.bmm.default, aten.matmul.default, dtypes=FLOAT)
+@converter(aten.mm.default, aten.bmm.default, aten.matmul.default, dtypes=FLOAT, dynamic=True)
 def _matmul(ctx: ConversionContext, args: BoundArgs) -> str:
     second = args["mat2"] if "mat2" in args else args.other
     return ctx.add("MatMul", [ctx.name(args.self), ctx.name(second)])
@@ -139,7 +147,7 @@ def _transposed_matrix(value: Any) -> torch.fx.Node | None:
     return None
 
 
-@converter(aten.addmm.default, dtypes=FLOAT, check=_addmm_ok)
+@converter(aten.addmm.default, dtypes=FLOAT, check=_addmm_ok, dynamic=True)
 def _addmm(ctx: ConversionContext, args: BoundArgs) -> str:
     """Gemm; where mat2 is a transposed matrix (nn.Linear's ``permute(weight)``), Gemm reads the matrix
     itself with transB=1. That is TensorRT's own form of a linear layer, and it avoids a Transpose ->
@@ -152,7 +160,7 @@ def _addmm(ctx: ConversionContext, args: BoundArgs) -> str:
     return ctx.add("Gemm", [ctx.name(args.mat1), ctx.name(args.mat2), ctx.name(args.self)], **attrs)
 
 
-@converter(aten.baddbmm.default, dtypes=FLOAT, check=_scalar_factors)
+@converter(aten.baddbmm.default, dtypes=FLOAT, check=_scalar_factors, dynamic=True)
 def _baddbmm(ctx: ConversionContext, args: BoundArgs) -> str:
     """beta * input + alpha * (batch1 @ batch2), without the scalings that are 1."""
     dtype = out_dtype(args.node)
@@ -168,7 +176,7 @@ def _matrix_weight(args: BoundArgs) -> bool | Refusal:
     return rank == 2 or refuse(f"weight has rank {rank}, not 2")
 
 
-@converter(aten.linear.default, dtypes=FLOAT, check=_matrix_weight)
+@converter(aten.linear.default, dtypes=FLOAT, check=_matrix_weight, dynamic=True)
 def _linear(ctx: ConversionContext, args: BoundArgs) -> str:
     """A 2-D input is one Gemm on the stored weight (transB=1, see ``_addmm``); other ranks MatMul it."""
     x, weight = ctx.name(args.input), ctx.name(args.weight)

@@ -2,6 +2,8 @@
 
 ATen's versions return (out, mean, rstd); TensorRT's layers only produce ``out``, so the validators
 accept a node only when nothing but ``getitem(node, 0)`` uses it (true for eval-mode graphs).
+Layer and batch norm are ``dynamic``: their statistics' shapes come from parameters, never from the input's
+sizes; group norm reshapes by the input's shape and stays static-only.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from trtcheck.conversion.ops._common import (
     FLOAT,
     aten,
     converter,
+    dynamic_refusal,
     only_first_output_used,
     onnx_accepts,
     out_dtype,
@@ -36,7 +39,7 @@ def _affine(ctx: ConversionContext, value: Any, fill: float, shape: list[int], d
 
 
 @converter(aten.native_layer_norm.default, dtypes=FLOAT, constants=("normalized_shape", "eps"),
-           check=only_first_output_used)
+           check=only_first_output_used, dynamic=True)
 def _layer_norm(ctx: ConversionContext, args: BoundArgs) -> list[str]:
     shape, dtype = list(args.normalized_shape), out_dtype(args.node)
     scale = _affine(ctx, args.weight, 1.0, shape, dtype)
@@ -51,13 +54,14 @@ def _inference_batch_norm(args: BoundArgs) -> bool | Refusal:
         return refuse("training=True updates the running statistics")
     if args.running_mean is None:
         return refuse("running_mean is None: batch statistics, not inference")
-    return only_first_output_used(args)
+    dynamic = dynamic_refusal(args, "running_mean", [0], "it sizes the default weight and bias")
+    return dynamic if dynamic is not None else only_first_output_used(args)
 
 
 @converter(aten._native_batch_norm_legit_no_training.default, aten.native_batch_norm.default,
-           dtypes=FLOAT, constants=("eps",), check=_inference_batch_norm)
+           dtypes=FLOAT, constants=("eps",), check=_inference_batch_norm, dynamic=True)
 def _batch_norm(ctx: ConversionContext, args: BoundArgs) -> list[str]:
-    channels = [args.meta("input").shape[1]]
+    channels = list(args.meta("running_mean").shape)  # static, unlike the input's sizes may be
     dtype = args.meta("running_mean").dtype
     inputs = [ctx.name(args.input), _affine(ctx, args.weight, 1.0, channels, dtype),
               _affine(ctx, args.bias, 0.0, channels, dtype), ctx.name(args.running_mean), ctx.name(args.running_var)]

@@ -3,6 +3,10 @@
 PyTorch's ``ceil_mode`` differs from ONNX's (PyTorch drops a last window that would start in the
 right padding), so max pooling instead pads the end explicitly to the output size PyTorch computed;
 max pooling ignores padding, which makes this exact.
+
+All are ``dynamic``: batch and channel sizes never matter, and spatial sizes may be symbolic except where
+the converter needs them: ``ceil_mode=True`` (the end padding depends on the size) and adaptive pooling to
+an output other than 1x1 (its kernel is input size / output size). Those refuse, naming the dim.
 """
 
 from __future__ import annotations
@@ -15,15 +19,17 @@ import torch.fx
 from trtcheck.conversion.arguments import BoundArgs
 from trtcheck.conversion.ops._common import (
     FLOAT,
+    all_ints,
     aten,
     cast,
     converter,
+    dynamic_refusal,
+    ints,
     only_first_output_used,
     onnx_accepts,
     out_meta,
     refuse,
 )
-from trtcheck.conversion.ops.shape import reshape
 from trtcheck.conversion.registry import Refusal
 
 if TYPE_CHECKING:  # pragma: no cover - the context imports the registry, not vice versa
@@ -59,9 +65,20 @@ def _pool_ok(args: BoundArgs) -> bool | Refusal:
     return True
 
 
+def _ceil_mode_sizes(args: BoundArgs) -> Refusal | None:
+    """With ceil_mode, the output size depends on the input's: its spatial sizes must be static."""
+    if not args.ceil_mode:
+        return None
+    rank = args.meta("self").dim()
+    return dynamic_refusal(args, "self", range(2, rank), "ceil_mode=True needs the input size to pad to PyTorch's output size")
+
+
 def _max_pool_ok(args: BoundArgs) -> bool | Refusal:
     """The indices output (TensorRT has none) must be unused."""
     verdict = _pool_ok(args)
+    dynamic = _ceil_mode_sizes(args) if verdict else None
+    if dynamic is not None:
+        return dynamic
     if not verdict or "with_indices" not in args.node.target._opname:
         return verdict
     return only_first_output_used(args)
@@ -72,21 +89,25 @@ _POOL_CONSTANTS = ("kernel_size", "stride", "padding", "ceil_mode")
 
 @converter(aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default,
            aten.max_pool2d.default, aten.max_pool3d.default, dtypes=FLOAT,
-           constants=(*_POOL_CONSTANTS, "dilation"), check=_max_pool_ok)
+           constants=(*_POOL_CONSTANTS, "dilation"), check=_max_pool_ok, dynamic=True)
 def _max_pool(ctx: ConversionContext, args: BoundArgs) -> str | list[str]:
     """MaxPool; bfloat16 pools in float32 between two Casts (opset 17's MaxPool takes no bfloat16), which
     is exact: the maximum is one of the inputs, and bfloat16 -> float32 -> bfloat16 round-trips."""
-    kernel, stride, padding, _, _ = _pool_args(args)
-    sizes = args.meta("self").shape[2:]
-    outputs = out_meta(args.node).shape[2:]
+    kernel, stride, padding, _, ceil_mode = _pool_args(args)
     dtype = out_meta(args.node).dtype
     compute = torch.float32 if dtype == torch.bfloat16 else dtype
-    # End padding that makes ONNX's floor-mode output size equal PyTorch's (ceil_mode or not).
-    ends = [max(p, (o - 1) * s + k - n - p) for n, o, k, s, p in zip(sizes, outputs, kernel, stride, padding)]
+    ends = _ceil_mode_ends(args, kernel, stride, padding) if ceil_mode else padding
     x = cast(ctx, ctx.name(args.self), dtype, compute)
     y = ctx.add("MaxPool", [x], kernel_shape=kernel, strides=stride, pads=padding + ends)
     y = cast(ctx, y, compute, dtype)
     return y if "with_indices" not in args.node.target._opname else [y, ""]
+
+
+def _ceil_mode_ends(args: BoundArgs, kernel: list[int], stride: list[int], padding: list[int]) -> list[int]:
+    """End padding that makes ONNX's floor-mode output size equal PyTorch's ceil-mode one (static sizes:
+    the validator made sure). Without ceil_mode it is the padding itself: ``(o - 1) * s + k - n - p <= p``."""
+    sizes, outputs = args.meta("self").shape[2:], out_meta(args.node).shape[2:]
+    return [max(p, (o - 1) * s + k - n - p) for n, o, k, s, p in zip(sizes, outputs, kernel, stride, padding)]
 
 
 def _floor_output(n: int, k: int, s: int, p: int) -> int:
@@ -100,6 +121,11 @@ def _avg_pool_ok(args: BoundArgs) -> bool | Refusal:
         return verdict
     if args.divisor_override is not None:
         return refuse(f"divisor_override {args.divisor_override} has no ONNX AveragePool equivalent")
+    if not args.ceil_mode:  # the output size is ONNX's floor-mode one
+        return True
+    dynamic = _ceil_mode_sizes(args)
+    if dynamic is not None:
+        return dynamic
     kernel, stride, padding, _, _ = _pool_args(args)
     sizes = args.meta("self").shape[2:]
     floor_sizes = [_floor_output(n, k, s, p) for n, k, s, p in zip(sizes, kernel, stride, padding)]
@@ -114,7 +140,7 @@ _AVG_POOL_DTYPES = FLOAT & onnx_accepts("AveragePool") & onnx_accepts("GlobalAve
 
 
 @converter(aten.avg_pool2d.default, aten.avg_pool3d.default, dtypes=_AVG_POOL_DTYPES,
-           constants=(*_POOL_CONSTANTS, "count_include_pad", "divisor_override"), check=_avg_pool_ok)
+           constants=(*_POOL_CONSTANTS, "count_include_pad", "divisor_override"), check=_avg_pool_ok, dynamic=True)
 def _avg_pool(ctx: ConversionContext, args: BoundArgs) -> str:
     kernel, stride, padding, _, _ = _pool_args(args)
     return ctx.add("AveragePool", [ctx.name(args.self)], kernel_shape=kernel, strides=stride,
@@ -130,31 +156,41 @@ def _adaptive_dims(args: BoundArgs) -> tuple[list[int], list[int], bool]:
     return shape[-spatial:], list(out_meta(args.node).shape[-spatial:]), len(shape) == spatial + 2
 
 
+def _global(outputs: list[Any]) -> bool:
+    return all(isinstance(o, int) and o == 1 for o in outputs)
+
+
 def _adaptive_ok(args: BoundArgs) -> bool | Refusal:
-    """Only when every input size is a multiple of the output size: then it is a plain AveragePool."""
+    """Only when every input size is a multiple of the output size: then it is a plain AveragePool. An
+    output of 1 per dim is a GlobalAveragePool, whatever the (possibly dynamic) input size."""
     rank = args.meta("self").dim()
     sizes, outputs, batched = _adaptive_dims(args)
     if rank not in (len(sizes) + 1, len(sizes) + 2):
         return refuse(f"input has rank {rank}; {args.node.target} takes {len(sizes) + 1} or {len(sizes) + 2}")
+    if _global(outputs):
+        return True
+    dynamic = dynamic_refusal(args, "self", range(rank - len(sizes), rank), f"the kernel is input size / output_size {outputs}")
+    if dynamic is not None:
+        return dynamic
     if not all(n % o == 0 for n, o in zip(sizes, outputs)):
         return refuse(f"input size {sizes} is not a multiple of output_size {outputs}")
     return True
 
 
 @converter(aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default,
-           aten._adaptive_avg_pool3d.default, dtypes=_AVG_POOL_DTYPES, check=_adaptive_ok)
+           aten._adaptive_avg_pool3d.default, dtypes=_AVG_POOL_DTYPES, check=_adaptive_ok, dynamic=True)
 def _adaptive_avg_pool(ctx: ConversionContext, args: BoundArgs) -> str:
     """AveragePool with kernel = stride = input size / output size (GlobalAveragePool for output 1); an
-    unbatched input is pooled as a batch of one and reshaped back to the output's shape."""
+    unbatched input is pooled as a batch of one (Unsqueeze, Squeeze: no size is read)."""
     sizes, outputs, batched = _adaptive_dims(args)
     x = ctx.name(args.self)
-    if sizes == outputs:
+    if all_ints(sizes) and sizes == outputs:
         return x
     if not batched:
-        x = reshape(ctx, x, [1, *args.meta("self").shape])
-    if all(o == 1 for o in outputs):
+        x = ctx.add("Unsqueeze", [x, ints(ctx, [0])])
+    if _global(outputs):
         y = ctx.add("GlobalAveragePool", [x])
     else:
         kernel = [n // o for n, o in zip(sizes, outputs)]
         y = ctx.add("AveragePool", [x], kernel_shape=kernel, strides=kernel)
-    return y if batched else reshape(ctx, y, list(out_meta(args.node).shape))
+    return y if batched else ctx.add("Squeeze", [y, ints(ctx, [0])])

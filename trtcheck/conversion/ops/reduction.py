@@ -4,6 +4,8 @@ cumsum.
 Opset 17 is inconsistent about axes: ReduceSum takes them as an input, the other Reduce ops as an
 attribute; :func:`_reduce` hides that. Inputs are cast to the output dtype first, as PyTorch
 accumulates e.g. int32 and bool sums in int64.
+
+All but ``var`` (whose divisor is the reduced element count) are ``dynamic``: they read axes, not sizes.
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def _reduction(onnx_op: str) -> BoundConverterFn:
     return convert
 
 
-register_table(_REDUCTIONS, _reduction, outputs=NUMERIC, constants=("dim", "keepdim"), check=_reduction_ok)
+register_table(_REDUCTIONS, _reduction, outputs=NUMERIC, constants=("dim", "keepdim"), check=_reduction_ok, dynamic=True)
 
 
 _BOOL_REDUCTIONS: dict[Any, str] = {
@@ -132,7 +134,7 @@ def _bool_reduction(onnx_op: str) -> BoundConverterFn:
 
 
 register_table(_BOOL_REDUCTIONS, _bool_reduction, dtypes=TENSORRT_DTYPES, constants=("dim", "keepdim"),
-               check=_reduction_ok)
+               check=_reduction_ok, dynamic=True)
 
 
 _ARG_REDUCTIONS: dict[Any, tuple[str, str | None]] = {
@@ -173,10 +175,11 @@ def _arg_reduction(entry: tuple[str, str | None]) -> BoundConverterFn:
     return convert
 
 
-register_table(_ARG_REDUCTIONS, _arg_reduction, dtypes=NUMERIC, constants=("dim", "keepdim"), check=_reduction_ok)
+register_table(_ARG_REDUCTIONS, _arg_reduction, dtypes=NUMERIC, constants=("dim", "keepdim"), check=_reduction_ok,
+               dynamic=True)
 
 
-@converter(aten.max.default, aten.min.default, dtypes=NUMERIC, check=_reduction_ok)
+@converter(aten.max.default, aten.min.default, dtypes=NUMERIC, check=_reduction_ok, dynamic=True)
 def _extreme(ctx: ConversionContext, args: BoundArgs) -> str:
     onnx_op = "ReduceMax" if args.node.target == aten.max.default else "ReduceMin"
     axes = list(range(args.meta("self").dim()))
@@ -211,7 +214,7 @@ def _var(ctx: ConversionContext, args: BoundArgs) -> str:
     return ctx.add("Div", [squares, ctx.constant(divisor, dtype)])
 
 
-@converter(aten.cumsum.default, dtypes=FLOAT, constants=("dim",), check=_reduction_ok)  # TensorRT's CumSum: floats only
+@converter(aten.cumsum.default, dtypes=FLOAT, constants=("dim",), check=_reduction_ok, dynamic=True)  # TensorRT's CumSum: floats only
 def _cumsum(ctx: ConversionContext, args: BoundArgs) -> str:
     x = operand(ctx, args.self, out_dtype(args.node))
     axis = args.dim % args.meta("self").dim()

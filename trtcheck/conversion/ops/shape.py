@@ -1,7 +1,12 @@
 """Shape and layout ops: views, permutations, concatenation, splitting, slicing, padding, scatters.
 
-Shapes are static (the shared validator guarantees it), so every view-like op becomes one Reshape to
-the shape recorded in the node's metadata, whatever mix of -1s, squeezes or flattens produced it.
+With static shapes every view-like op becomes one Reshape to the shape recorded in the node's metadata,
+whatever mix of -1s, squeezes or flattens produced it. The ``dynamic`` converters take symbolic sizes too:
+a view reshapes to its own size argument (ints and SymInt nodes, ``[sym_size_int_6, 2, 64]``, computed by
+``ctx.shape_list``; ATen's -1 is ONNX Reshape's, and no 0 is ever emitted, since no converter takes an
+empty tensor, so ONNX's "0 copies the input's dim" never applies), squeeze/unsqueeze use axes only,
+expand maps ATen's -1 ("keep this size") to 1 (which ONNX Expand broadcasts to the input's size), and
+slice/select on a dynamic dim leave the bounds to ONNX Slice/Gather at run time.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from trtcheck.conversion.ops._common import (
     all_ints,
     aten,
     converter,
+    dynamic_refusal,
     ints,
     norm_dims,
     operand,
@@ -37,6 +43,12 @@ def reshape(ctx: ConversionContext, name: str, shape: Any) -> str:
     return ctx.add("Reshape", [name, ints(ctx, [int(d) for d in shape])])
 
 
+def shape_like(ctx: ConversionContext, node: torch.fx.Node) -> str:
+    """The shape of tensor ``node`` as a 1-D int64: a constant when static, its run-time Shape when dynamic."""
+    shape = node.meta["val"].shape
+    return ints(ctx, list(shape)) if all_ints(shape) else ctx.shape_of(ctx.name(node))
+
+
 _VIEWS = (
     aten.view.default,
     aten._unsafe_view.default,
@@ -50,9 +62,44 @@ _VIEWS = (
 )
 
 
-@converter(*_VIEWS)
+_SQUEEZES = (aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims)
+
+
+def _squeeze_axes(args: BoundArgs) -> list[int]:
+    """The axes squeeze removes: those requested (all by default) whose size is a static 1."""
+    shape = args.meta("self").shape
+    rank = len(shape)
+    if not rank:
+        return []
+    requested = range(rank) if "dim" not in args else ([args.dim] if isinstance(args.dim, int) else args.dim)  # .dims: a list
+    return sorted({d % rank for d in requested if isinstance(shape[d % rank], int) and shape[d % rank] == 1})
+
+
+def _view_ok(args: BoundArgs) -> bool | Refusal:
+    """A squeeze must remove exactly the static size-1 axes: a dynamic size it might remove stays in PyTorch."""
+    if args.node.target not in _SQUEEZES:
+        return True
+    rank, removed = args.meta("self").dim(), len(_squeeze_axes(args))
+    if rank - removed == out_meta(args.node).dim():
+        return True
+    shape = list(args.meta("self").shape)
+    return refuse(f"self has the dynamic shape {shape}: squeeze removes a dim whose size is only known at run time")
+
+
+@converter(*_VIEWS, check=_view_ok, dynamic=True)
 def _view(ctx: ConversionContext, args: BoundArgs) -> str:
-    return reshape(ctx, ctx.name(args.self), out_meta(args.node).shape)
+    """A Reshape to the static output shape; with a dynamic one, squeeze/unsqueeze by axes, and a Reshape to
+    the view's own size argument (or, for flatten, to the output's sizes rebuilt from the inputs)."""
+    x = ctx.name(args.self)
+    shape = out_meta(args.node).shape
+    if all_ints(shape):
+        return reshape(ctx, x, shape)
+    if args.node.target == aten.unsqueeze.default:
+        return ctx.add("Unsqueeze", [x, ints(ctx, [args.dim % len(shape)])])
+    if args.node.target in _SQUEEZES:
+        axes = _squeeze_axes(args)
+        return ctx.add("Squeeze", [x, ints(ctx, axes)]) if axes else x
+    return ctx.add("Reshape", [x, ctx.shape_list(args.size if "size" in args else shape)])
 
 
 def _eval_dropout(args: BoundArgs) -> bool | Refusal:
@@ -62,7 +109,7 @@ def _eval_dropout(args: BoundArgs) -> bool | Refusal:
 
 
 @converter(aten.clone.default, aten.alias.default, aten.detach.default, aten.lift_fresh_copy.default,
-           aten.dropout.default, check=_eval_dropout)
+           aten.dropout.default, check=_eval_dropout, dynamic=True)
 def _passthrough(ctx: ConversionContext, args: BoundArgs) -> str:
     """Copies and aliases have no meaning in a functional ONNX graph: reuse the input value."""
     return ctx.name(args["input"] if "input" in args else args.self)
@@ -79,7 +126,7 @@ def _permutation(args: BoundArgs) -> list[int]:
     return perm
 
 
-@converter(aten.permute.default, aten.transpose.int, aten.t.default)
+@converter(aten.permute.default, aten.transpose.int, aten.t.default, dynamic=True)
 def _transpose(ctx: ConversionContext, args: BoundArgs) -> str:
     """Transpose; a 0-d tensor has nothing to permute (and ONNX cannot write an empty ``perm``)."""
     x = ctx.name(args.self)
@@ -88,23 +135,25 @@ def _transpose(ctx: ConversionContext, args: BoundArgs) -> str:
     return ctx.add("Transpose", [x], perm=_permutation(args))
 
 
-def _static_size(args: BoundArgs) -> bool | Refusal:
-    return all_ints(args.size) or refuse(f"size {args.size!r} is not all plain ints")
-
-
-@converter(aten.expand.default, check=_static_size)
+@converter(aten.expand.default, dynamic=True)
 def _expand(ctx: ConversionContext, args: BoundArgs) -> str:
-    return ctx.add("Expand", [ctx.name(args.self), ints(ctx, out_meta(args.node).shape)])
+    """Expand to the static output shape; to the size argument (SymInt nodes read as converted) when it is
+    dynamic, ATen's -1 ("keep this size") becoming 1, which ONNX Expand broadcasts to the input's size."""
+    shape = out_meta(args.node).shape
+    if all_ints(shape):
+        return ctx.add("Expand", [ctx.name(args.self), ints(ctx, shape)])
+    sizes = [1 if isinstance(size, int) and size == -1 else size for size in args.size]
+    return ctx.add("Expand", [ctx.name(args.self), ctx.shape_list(sizes)])
 
 
-@converter(aten.cat.default, constants=("dim",))
+@converter(aten.cat.default, constants=("dim",), dynamic=True)
 def _cat(ctx: ConversionContext, args: BoundArgs) -> str:
     """Concat; inputs of different dtypes are promoted to the output dtype first, as aten.cat does."""
     axis = args.dim % out_meta(args.node).dim()
     return ctx.add("Concat", operands(ctx, args.tensors, out_dtype(args.node)), axis=axis)
 
 
-@converter(aten.stack.default, constants=("dim",))
+@converter(aten.stack.default, constants=("dim",), dynamic=True)
 def _stack(ctx: ConversionContext, args: BoundArgs) -> str:
     axis = args.dim % out_meta(args.node).dim()
     pieces = [ctx.add("Unsqueeze", [x, ints(ctx, [axis])]) for x in operands(ctx, args.tensors, out_dtype(args.node))]
@@ -123,11 +172,19 @@ def _split_sizes(args: BoundArgs) -> tuple[int, list[int]]:
 
 
 def _split_ok(args: BoundArgs) -> bool | Refusal:
+    """Static sizes along the split dim (other dims may be dynamic), no empty piece."""
+    axis = args.dim % max(args.meta("self").dim(), 1)
+    dynamic = dynamic_refusal(args, "self", [axis], "the pieces' sizes are Split's constant input")
+    if dynamic is not None:
+        return dynamic
+    if "split_sizes" in args and not all_ints(args.split_sizes):
+        return refuse(f"split_sizes {args.split_sizes!r} is not all plain ints")
     sizes = _split_sizes(args)[1]
     return all(size > 0 for size in sizes) or refuse(f"split sizes {sizes} hold an empty piece")
 
 
-@converter(aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int, constants=("dim",), check=_split_ok)
+@converter(aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int, constants=("dim",), check=_split_ok,
+           dynamic=True)
 def _split(ctx: ConversionContext, args: BoundArgs) -> list[str]:
     axis, sizes = _split_sizes(args)
     x = ctx.name(args.self)
@@ -142,29 +199,56 @@ def _slice_range(args: BoundArgs, size: int) -> range:
     return range(size)[slice(args.start, args.end, args.step)]
 
 
+def _constant_int(value: Any) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool))
+
+
 def _slice_ok(args: BoundArgs) -> bool | Refusal:
+    """Constant dim and step; start and end may also be SymInt nodes (``x[: x.shape[0] - 1]``)."""
     for name in ("dim", "start", "end", "step"):
         value = args[name]
-        if not (value is None or (isinstance(value, int) and not isinstance(value, bool))):
+        symint = name in ("start", "end") and isinstance(value, torch.fx.Node)  # the shared check saw a SymInt
+        if not (_constant_int(value) or symint):
             return refuse(f"{name} {value!r} is not a constant int")
+    if args.step is not None and args.step <= 0:
+        return refuse(f"step {args.step} is not positive")
     return True
 
 
-@converter(aten.slice.Tensor, check=_slice_ok)
+# ONNX Slice clamps an end past the dim to the dim, like Python: ATen's "to the end" is this.
+_INT64_MAX = 2**63 - 1
+
+
+@converter(aten.slice.Tensor, check=_slice_ok, dynamic=True)
 def _slice(ctx: ConversionContext, args: BoundArgs) -> str:
+    """Static bounds when the dim's size is static; otherwise the bounds as given (negative ones count from
+    the end and out-of-range ones clamp, in ONNX Slice as in Python), SymInt nodes read as converted."""
     meta = args.meta("self")
     axis = args.dim % meta.dim()
-    positions = _slice_range(args, meta.shape[axis])
-    bounds = [positions.start, positions.stop, axis, positions.step]
-    return ctx.add("Slice", [ctx.name(args.self), *(ints(ctx, [b]) for b in bounds)])
+    size = meta.shape[axis]
+    if isinstance(size, int) and _constant_int(args.start) and _constant_int(args.end):
+        positions = _slice_range(args, size)
+        bounds = [positions.start, positions.stop, axis, positions.step]
+        return ctx.add("Slice", [ctx.name(args.self), *(ints(ctx, [b]) for b in bounds)])
+    start = 0 if args.start is None else args.start
+    end = _INT64_MAX if args.end is None else args.end
+    step = 1 if args.step is None else args.step
+    bounds = [ctx.shape_list([start]), ctx.shape_list([end]), ints(ctx, [axis]), ints(ctx, [step])]
+    return ctx.add("Slice", [ctx.name(args.self), *bounds])
 
 
-@converter(aten.select.int, constants=("dim", "index"))
+@converter(aten.select.int, constants=("dim", "index"), dynamic=True)
 def _select(ctx: ConversionContext, args: BoundArgs) -> str:
+    """Gather of one index; a negative index on a dynamic dim is made non-negative at run time (size + index)."""
     meta = args.meta("self")
     axis = args.dim % meta.dim()
-    index = args.index % meta.shape[axis]
-    return ctx.add("Gather", [ctx.name(args.self), ints(ctx, index)], axis=axis)
+    x = ctx.name(args.self)
+    if isinstance(meta.shape[axis], int):
+        return ctx.add("Gather", [x, ints(ctx, args.index % meta.shape[axis])], axis=axis)
+    index = ints(ctx, args.index)
+    if args.index < 0:
+        index = ctx.add("Add", [index, ctx.dim_of(x, axis)])
+    return ctx.add("Gather", [x, index], axis=axis)
 
 
 def _scatter_indices(shape: list[int], axis: int, positions: list[int]) -> np.ndarray:
@@ -209,7 +293,7 @@ def _pads_ok(args: BoundArgs) -> bool | Refusal:
     return refuse(f"pad {args.pad!r} is not all non-negative ints (a negative pad crops)")
 
 
-@converter(aten.constant_pad_nd.default, dtypes=NUMERIC, constants=("value",), check=_pads_ok)
+@converter(aten.constant_pad_nd.default, dtypes=NUMERIC, constants=("value",), check=_pads_ok, dynamic=True)
 def _constant_pad(ctx: ConversionContext, args: BoundArgs) -> str:
     """aten pads are (begin, end) pairs from the last dim backwards; ONNX wants all begins, then ends."""
     x = ctx.name(args.self)
@@ -228,11 +312,12 @@ def _blocking(args: BoundArgs) -> bool | Refusal:
     return not args.non_blocking or refuse("non_blocking=True: an asynchronous copy is PyTorch's business")
 
 
-@converter(aten.copy.default, check=_blocking)
+@converter(aten.copy.default, check=_blocking, dynamic=True)
 def _copy(ctx: ConversionContext, args: BoundArgs) -> str:
-    """Functional copy_: ``src`` cast to ``self``'s dtype and broadcast to its shape."""
+    """Functional copy_: ``src`` cast to ``self``'s dtype and broadcast to its (run-time, if dynamic) shape."""
     source = operand(ctx, args.src, out_dtype(args.node))
-    return ctx.add("Expand", [source, ints(ctx, out_meta(args.node).shape)])
+    return ctx.add("Expand", [source, shape_like(ctx, args.self)])
+
 
 
 def _strided_indices(args: BoundArgs) -> np.ndarray:
@@ -284,7 +369,7 @@ def _repeat(ctx: ConversionContext, args: BoundArgs) -> str:
     return ctx.add("Tile", [x, ints(ctx, repeats)])
 
 
-@converter(aten.flip.default, constants=("dims",))
+@converter(aten.flip.default, constants=("dims",), dynamic=True)
 def _flip(ctx: ConversionContext, args: BoundArgs) -> str:
     """Slices with step -1 from the last element past the first."""
     axes = norm_dims(args.dims, args.meta("self").dim()) if args.dims else []
@@ -301,7 +386,7 @@ def _four_dims(args: BoundArgs) -> bool | Refusal:
     return rank == 4 or refuse(f"self has rank {rank}; DepthToSpace takes rank 4")
 
 
-@converter(aten.pixel_shuffle.default, dtypes=NUMERIC, constants=("upscale_factor",), check=_four_dims)
+@converter(aten.pixel_shuffle.default, dtypes=NUMERIC, constants=("upscale_factor",), check=_four_dims, dynamic=True)
 def _pixel_shuffle(ctx: ConversionContext, args: BoundArgs) -> str:
     """PyTorch's channel order is ONNX DepthToSpace's CRD mode."""
     return ctx.add("DepthToSpace", [ctx.name(args.self)], blocksize=int(args.upscale_factor), mode="CRD")

@@ -69,4 +69,7 @@ TENSORRT_ONNX_TYPES: dict[str, frozenset[str]] = {
     ),
     **dict.fromkeys(["And", "Not", "Or", "Xor"], _BOOL),
     "Cast": _ANY | {"UINT8"},
+    # Dynamic shapes: the shape of a tensor of any type, and a Range from SymInt bounds.
+    "Shape": _ANY,
+    "Range": frozenset({"FLOAT", "INT32", "INT64"}),
 }

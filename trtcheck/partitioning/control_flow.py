@@ -1,0 +1,238 @@
+"""Control flow: ``torch.cond`` and ``while_loop`` nodes, and the graphs of their branches.
+
+torch.export keeps a data-dependent ``torch.cond`` (and a ``while_loop``) as one higher-order node whose
+branches (a loop's ``cond_fn`` and body) are ``GraphModule`` attributes of the lowered module, read by
+``get_attr``; the node's result is a tuple read by ``operator.getitem``. No engine can run such a node, but
+its branches are ordinary ATen graphs. As in the seed's partitioning of loops and conditionals, the node
+itself is a Torch segment of its own, marked ``do_not_merge`` (stitching copies it as it is), and each
+branch is partitioned on its own, with the same settings, into ``Partition.subpartitions[name]``: engines
+then sit inside branches, and ``trtcheck.control_flow`` compiles them.
+
+Three small passes, each run by the partitioner (``partitioner._partition_graph``) at one point:
+
+* ``mark_control_flow`` after the per-node decisions: the node runs in Torch, reason ``CONTROL_FLOW``;
+* ``isolate_control_flow`` after every segmentation: the node and the ``getitem`` of its result become a
+  segment of their own, ``do_not_merge``, so ``merge_adjacent`` never joins it to a neighbour;
+* ``partition_branches`` last: each branch, copied with the parent's constants inlined, is partitioned.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx
+
+from trtcheck.errors import PartitionError
+from trtcheck.lowering import copy_graph_module, is_mutable_state
+from trtcheck.partitioning.decisions import is_getitem
+from trtcheck.partitioning.partition import Partition, Reason, ReasonKind, Segment, Target
+from trtcheck.settings import ModuleMatcher
+
+
+@dataclass(frozen=True)
+class ControlFlowOp:
+    """How one higher-order op hands values to its branches (argument positions of its call)."""
+
+    name: str
+    branches: tuple[int, ...]  # the branch GraphModules (get_attr nodes)
+    operands: tuple[int, ...]  # the tuples whose concatenation every branch's placeholders receive, in order
+    fixed: tuple[int, ...]  # those of ``operands`` every call of a branch receives unchanged (not loop-carried)
+
+
+# The one list of control-flow ops trtcheck knows. cond(pred, true_fn, false_fn, operands) calls one branch
+# with ``operands``; while_loop(cond_fn, body_fn, carried, additional) calls both with carried + additional,
+# the carried values changing from one iteration to the next.
+CONTROL_FLOW_OPS: dict[Any, ControlFlowOp] = {
+    torch.ops.higher_order.cond: ControlFlowOp("torch.cond", branches=(1, 2), operands=(3,), fixed=(3,)),
+    torch.ops.higher_order.while_loop: ControlFlowOp("while_loop", branches=(0, 1), operands=(2, 3), fixed=(3,)),
+}
+
+
+# The ops' classes: a type test is what every round of partitioning pays per node, cheaper than hashing targets.
+_CONTROL_FLOW_TYPES = frozenset(type(op) for op in CONTROL_FLOW_OPS)
+
+
+def control_flow_op(node: torch.fx.Node) -> ControlFlowOp | None:
+    """The ``ControlFlowOp`` ``node`` calls, or None for any other node."""
+    return CONTROL_FLOW_OPS.get(node.target) if is_control_flow(node) else None
+
+
+def is_control_flow(node: torch.fx.Node) -> bool:
+    return type(node.target) in _CONTROL_FLOW_TYPES and node.op == "call_function"
+
+
+def branch_names(node: torch.fx.Node) -> list[str]:
+    """The attribute names of a control-flow node's branch GraphModules (``["true_graph_0", "false_graph_0"]``)."""
+    op = control_flow_op(node)
+    if op is None:
+        return []
+    return [node.args[position].target for position in op.branches]
+
+
+def bound_operands(node: torch.fx.Node) -> list[tuple[Any, bool]]:
+    """What each placeholder of a branch of ``node`` receives, in order, and whether it is the same on every call."""
+    op = control_flow_op(node)
+    if op is None:
+        return []
+    return [(value, position in op.fixed) for position in op.operands for value in node.args[position]]
+
+
+def control_flow_reason(node: torch.fx.Node) -> Reason:
+    op = control_flow_op(node)
+    assert op is not None, f"{node.name} is not a control-flow node"
+    return Reason(
+        ReasonKind.CONTROL_FLOW,
+        f"{op.name} runs in PyTorch as a segment of its own (do_not_merge); its branches "
+        f"{', '.join(branch_names(node))} are partitioned separately (Partition.subpartitions)",
+    )
+
+
+def mark_control_flow(
+    nodes: list[torch.fx.Node], targets: dict[torch.fx.Node, Target], reasons: dict[torch.fx.Node, Reason]
+) -> None:
+    """Send every control-flow node to Torch with reason ``CONTROL_FLOW`` (in place).
+
+    A node the user forced (torch_executed_ops/modules) keeps that reason: the user's word comes first.
+    """
+    for node in nodes:
+        if is_control_flow(node):
+            targets[node] = Target.TORCH
+            if reasons.get(node) is None or reasons[node].kind not in (ReasonKind.FORCED_OP, ReasonKind.FORCED_MODULE):
+                reasons[node] = control_flow_reason(node)
+
+
+def isolate_control_flow(segments: list[Segment]) -> list[Segment]:
+    """Split every segment holding a control-flow node: the node and the ``getitem``s of its result form a
+    ``do_not_merge`` segment between the nodes before it and those after it.
+
+    A segment's nodes are in graph order, so the nodes before the control-flow node never read it and those
+    after it never feed it: the split keeps every value defined before it is read. Only Torch segments are
+    searched: ``mark_control_flow`` sent the nodes there, and no rule ever moves a node to TensorRT.
+    """
+    result: list[Segment] = []
+    for segment in segments:
+        split = segment.target is Target.TORCH and any(map(is_control_flow, segment.nodes))
+        result += _split(segment) if split else [segment]
+    return result
+
+
+def _split(segment: Segment) -> list[Segment]:
+    pieces = [Segment(segment.target)]
+    own: dict[torch.fx.Node, Segment] = {}  # control-flow node -> its segment
+    for node in segment.nodes:
+        if is_control_flow(node):
+            own[node] = Segment(segment.target, [node], do_not_merge=True)
+            pieces += [own[node], Segment(segment.target)]
+        elif is_getitem(node) and node.args[0] in own:
+            own[node.args[0]].nodes.append(node)
+        else:
+            pieces[-1].nodes.append(node)
+    return [piece for piece in pieces if piece.nodes]
+
+
+class _Enclosing(ModuleMatcher):
+    """Forces every node: the matcher of a branch whose control-flow node lies inside a forced module.
+
+    Branch graphs carry no ``nn_module_stack`` of their own (torch.export leaves it empty), so the module
+    that encloses the node, and hence every op of its branches, is known from the node alone.
+    """
+
+    __slots__ = ("spec",)
+
+    def __init__(self, spec: str) -> None:
+        super().__init__({"": spec})
+        self.spec = spec
+
+    def __call__(self, node: torch.fx.Node) -> str | None:
+        return self.spec
+
+
+def branch_modules(parent: ModuleMatcher, node: torch.fx.Node) -> ModuleMatcher:
+    """The ``torch_executed_modules`` matcher for the branches of control-flow ``node``: everything forced when
+    a forced module encloses ``node``, else the parent's (whose paths branch nodes, without stacks, never hit)."""
+    spec = parent(node)
+    return parent if spec is None else _Enclosing(spec)
+
+
+def inline_constants(parent: torch.fx.GraphModule, node: torch.fx.Node, name: str) -> torch.fx.GraphModule:
+    """A copy of branch ``name`` of ``node`` whose parameters and constants are its own ``get_attr``s.
+
+    torch.export passes the parent's parameters into a branch as operands, so inside the branch they are
+    placeholders: an engine there would take its weights as run-time inputs instead of folding them like any
+    other segment does. Each operand that is a parent ``get_attr`` the graph never writes, and that every call
+    receives unchanged (not a loop-carried value), becomes a ``get_attr`` of the copy holding the same tensor.
+    Mutable state (``is_mutable_state``) stays an input, so every call reads its current value. The copy keeps
+    every placeholder, now unused where inlined, so it still takes what the parent's node passes (both branches
+    of a cond take the same operands); neither the parent's graph nor the original branch changes.
+    """
+    branch = copy_graph_module(operator.attrgetter(name)(parent))
+    placeholders = [n for n in branch.graph.nodes if n.op == "placeholder"]
+    operands = bound_operands(node)
+    if len(placeholders) != len(operands):
+        raise PartitionError(
+            f"branch {name} of {node.name} takes {len(placeholders)} inputs but {node.name} passes {len(operands)}: "
+            "the exported graph is malformed; please report it with the model"
+        )
+    anchor = placeholders[-1] if placeholders else None
+    for placeholder, (value, fixed) in zip(placeholders, operands):
+        if not (fixed and placeholder.users and _is_constant(parent, value)):
+            continue
+        attribute = _free_attribute(branch, value.name)  # named as in the parent: l_weight, not p_l_weight
+        setattr(branch, attribute, operator.attrgetter(value.target)(parent))
+        with branch.graph.inserting_after(anchor):
+            constant = branch.graph.get_attr(attribute)
+        constant.meta = dict(placeholder.meta)
+        placeholder.replace_all_uses_with(constant)
+        anchor = constant
+    branch.recompile()
+    return branch
+
+
+def _is_constant(parent: torch.fx.GraphModule, value: Any) -> bool:
+    return (
+        isinstance(value, torch.fx.Node)
+        and value.op == "get_attr"
+        and not is_mutable_state(value)
+        and isinstance(operator.attrgetter(value.target)(parent), torch.Tensor)
+    )
+
+
+def _free_attribute(module: torch.nn.Module, name: str) -> str:
+    candidate, suffix = name, 0
+    while hasattr(module, candidate):
+        suffix += 1
+        candidate = f"{name}_{suffix}"
+    return candidate
+
+
+PartitionFn = Callable[[torch.fx.GraphModule, ModuleMatcher], Partition]
+
+
+def partition_branches(partition: Partition, forced_modules: ModuleMatcher, partition_fn: PartitionFn) -> dict[str, Partition]:
+    """Partition every branch of every control-flow node of ``partition`` with ``partition_fn`` (the driver,
+    with the parent's settings: it recurses into nested control flow), keyed by branch attribute name."""
+    found: dict[str, Partition] = {}
+    for node in partition.graph_module.graph.nodes:
+        if is_control_flow(node):
+            modules = branch_modules(forced_modules, node)
+            for name in branch_names(node):
+                if name not in found:
+                    found[name] = partition_fn(inline_constants(partition.graph_module, node, name), modules)
+    return found
+
+
+def branch_owners(partition: Partition) -> dict[str, torch.fx.Node]:
+    """The control-flow node of ``partition``'s graph that calls each branch, by branch name."""
+    return {name: node for node in partition.graph_module.graph.nodes for name in branch_names(node)}
+
+
+def walk(partition: Partition, path: str = "") -> Iterator[tuple[str, Partition]]:
+    """``partition`` and every sub-partition below it, depth first, each with its branch path
+    (``""`` for ``partition`` itself, then ``"true_graph_0"``, ``"true_graph_0/false_graph_0"``, ...)."""
+    yield path, partition
+    for name, sub in partition.subpartitions.items():
+        yield from walk(sub, f"{path}/{name}" if path else name)
