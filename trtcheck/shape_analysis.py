@@ -170,6 +170,30 @@ def partition_shapes(partition: Partition) -> list[SegmentShapes | None]:
     return found
 
 
+def specialized_symbols(gm: torch.fx.GraphModule) -> dict[str, int]:
+    """The symbols of ``gm``'s recorded ranges that its shape environment has since fixed to a number.
+
+    The metadata of every copy of a lowered graph shares one shape environment, and a Python comparison on
+    a symbolic size (``int(size)``, ``if size > 1``) installs a guard that can replace the symbol by the
+    example's size for good: every later engine, signature and determinism check would then see a static
+    graph. Nothing in trtcheck may do that; ``verify`` reports any symbol this finds.
+    """
+    names = set(symbol_ranges(gm))
+    environment = next(
+        (
+            size.node.shape_env
+            for node in gm.graph.nodes
+            if node.op == "placeholder" and isinstance(node.meta.get("val"), torch.Tensor)
+            for size in node.meta["val"].shape
+            if isinstance(size, torch.SymInt)
+        ),
+        None,
+    )
+    if environment is None:
+        return {}
+    return {str(symbol): int(value) for symbol, value in environment.replacements.items() if str(symbol) in names and value.is_number}
+
+
 def symbol_values(gm: torch.fx.GraphModule, flat_inputs: Sequence[Any]) -> dict[sympy.Symbol, int]:
     """The value every symbol takes for ``flat_inputs`` (one per placeholder), read off the sizes that are a
     plain symbol: what the symbolic sizes of every other value are evaluated with."""

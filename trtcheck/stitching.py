@@ -107,29 +107,59 @@ def _call_engine(graph: torch.fx.Graph, name: str, segment: Segment, env: dict, 
         item.meta = {**value.meta, SEGMENT_META: index}
         stride = recorded_stride(value)
         if stride is not None:  # the consumers were traced with this layout (views depend on it)
-            item = graph.call_function(restride, (item, stride))
+            if isinstance(stride, DimOrder):
+                item = graph.call_function(restride_in_order, (item, stride.dims))
+            else:
+                item = graph.call_function(restride, (item, stride))
             item.meta = {**value.meta, SEGMENT_META: index}
         env[value] = item
 
 
-def recorded_stride(value: torch.fx.Node) -> tuple[int, ...] | None:
-    """The stride export recorded for ``value`` when it is not the contiguous one an engine returns, else None.
+@dataclass(frozen=True)
+class DimOrder:
+    """A layout for values of dynamic shape: the dims from outermost to innermost in memory. Their strides
+    depend on the sizes of each call, so the layout is kept as an order and made dense for the call's sizes."""
+
+    dims: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"dims {list(self.dims)} outermost first"
+
+
+def recorded_stride(value: torch.fx.Node) -> tuple[int, ...] | DimOrder | None:
+    """The layout export recorded for ``value`` when it is not the contiguous one an engine returns, else None:
+    its strides, or for a value of dynamic shape a ``DimOrder``.
 
     Engines return contiguous tensors, but the Torch ops after them were traced on the layout eager
     produced: ``view`` of a transposed tensor is legal only with the transposed strides, and
     ``as_strided`` reads memory by them. Values crossing out of an engine get that layout back.
+    A symbolic layout is judged on its hints (the example's sizes) and never compared as symbols: a
+    comparison would install a guard that specializes the graph's shared metadata to the example's size.
     """
     meta = value.meta.get("val")
-    if not isinstance(meta, torch.Tensor) or meta.numel() <= 1:
+    if not isinstance(meta, torch.Tensor):
         return None
-    try:
-        if meta.is_contiguous():
-            return None
-        stride = tuple(int(s) for s in meta.stride())
-    except (TypeError, RuntimeError):  # symbolic strides: nothing static to restore
+    if not all(isinstance(d, int) for d in (*meta.shape, *meta.stride())):
+        return _symbolic_layout(meta)
+    if meta.numel() <= 1 or meta.is_contiguous():
         return None
+    stride = tuple(int(s) for s in meta.stride())
     # An expanded layout (stride 0) cannot be written to; a contiguous tensor is as good for every view.
     return None if 0 in stride else stride
+
+
+def _hint(size: int | torch.SymInt) -> int:
+    return size if isinstance(size, int) else int(size.node.hint)
+
+
+def _symbolic_layout(meta: torch.Tensor) -> DimOrder | None:
+    shape, stride = [_hint(d) for d in meta.shape], [_hint(s) for s in meta.stride()]
+    if 0 in stride or 0 in shape or max(shape, default=1) <= 1:
+        return None
+    order = tuple(sorted(range(len(shape)), key=lambda d: (-stride[d], d)))
+    if _strides_in_order(shape, order) != tuple(stride):
+        return None  # not dense in any order (a slice of a larger value): any layout the engine gives will do
+    return None if order == tuple(range(len(shape))) else DimOrder(order)
 
 
 def restride(tensor: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
@@ -137,6 +167,15 @@ def restride(tensor: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
     if tensor.stride() == stride:
         return tensor
     return torch.empty_strided(tensor.shape, stride, dtype=tensor.dtype, device=tensor.device).copy_(tensor)
+
+
+def restride_in_order(tensor: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
+    """``tensor`` laid out densely with ``dims`` outermost first (a ``DimOrder``), for this call's sizes."""
+    return restride(tensor, _strides_in_order(tensor.shape, dims))
+
+
+RESTRIDES = (restride, restride_in_order)
+"""The functions a stitched graph calls to give an engine output its recorded layout."""
 
 
 @dataclass(frozen=True)

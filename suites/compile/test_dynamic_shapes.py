@@ -10,6 +10,7 @@ import torch
 from torch.export import Dim
 
 import trtcheck
+import trtcheck_zoo as models
 from suites.engines import fake_tensorrt
 from trtcheck.engines import OnnxRuntimeEngine, TensorRTEngine
 from trtcheck.engines.cache import CACHE_DIR_ENV
@@ -198,3 +199,36 @@ def test_verify_fails_a_module_that_is_right_only_at_the_example_size():
         torch.testing.assert_close(compiled(*inputs), model(*inputs))  # right at the example
         with pytest.raises(trtcheck.VerificationError, match=r"input set 2 \(min: n=2\): outputs differ from eager"):
             trtcheck.verify(model, inputs, SETTINGS, dynamic_shapes=dynamic)
+
+
+@pytest.mark.parametrize("preset", ["min_block_size_1", "torch_module"])
+def test_compiling_never_fixes_a_dynamic_size(preset):
+    """Engine outputs with a transposed symbolic layout (the transformer's attention) used to be restrided with
+    ``int(stride)``, which fixed ``seq`` to the example's 16 for every later user of the shared lowering."""
+    from trtcheck.presets import PRESETS
+    from trtcheck.shape_analysis import specialized_symbols
+
+    entry = models.get("transformer_encoder_dynamic_seq")
+    model, inputs = entry.build()
+    gm = trtcheck.lower(model, inputs, dynamic_shapes=entry.dynamic_shapes)
+    report = trtcheck.verify(model, inputs, PRESETS[preset].settings_for(entry.fallback_module), lowered=gm, num_inputs=2)
+    assert specialized_symbols(gm) == {} and report.passed
+    (placeholder,) = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    assert isinstance(placeholder.meta["val"].shape[1], torch.SymInt)
+
+
+def test_verify_reports_a_size_fixed_while_compiling(monkeypatch):
+    """Put the bug back: a stitching step that compares a symbolic size makes verify fail, naming the size."""
+    from trtcheck import stitching
+
+    original = stitching.recorded_stride
+
+    def comparing(value):
+        meta = value.meta.get("val")
+        if isinstance(meta, torch.Tensor):
+            [int(size) for size in meta.shape]  # a guard: the symbol becomes the example's size
+        return original(value)
+
+    monkeypatch.setattr(stitching, "recorded_stride", comparing)
+    with pytest.raises(trtcheck.VerificationError, match=r"compiling fixed the dynamic size s\d+ to 4"):
+        trtcheck.verify(Mlp().eval(), mlp_inputs(4), SETTINGS, dynamic_shapes=MLP_DYNAMIC)

@@ -384,15 +384,43 @@ def _partition_with(fn: Callable[..., Any], refused: Callable[[torch.fx.Node], b
     return gm, partition_graph(gm, trtcheck.Settings(min_block_size=1), support)
 
 
-def test_symint_read_by_torch_moves_its_producers_to_torch() -> None:
-    """TensorRT producer, Torch consumer: the SymInt producers fall back (an engine returns no SymInt)."""
+def test_symint_read_by_torch_is_recomputed_in_torch() -> None:
+    """TensorRT producer, Torch consumer: a size computation (sym_size, mul) is copied into the Torch segment,
+    like the copy rule between engines, instead of moving its producer and every other reader to Torch."""
     gm, partition = _partition_with(_reshape_by_rows, lambda node: node.target == A.view.default)
-    by_target = {n.target: n for n in gm.graph.nodes}
+    view = next(n for n in gm.graph.nodes if n.target == A.view.default)
+    torch_segment = partition.segment_of(view)
+    assert torch_segment.target is Target.TORCH
     for target in (operator.mul, A.sym_size.int):
-        node = by_target[target]
-        assert partition.target_of(node) is Target.TORCH
-        assert partition.reasons[node].kind is ReasonKind.NON_TENSOR_BOUNDARY, partition.reasons[node]
-    assert partition.target_of(by_target[A.cos.default]) is Target.TENSORRT
+        (node,) = [n for n in gm.graph.nodes if n.target == target]  # the original, read by Torch only, is gone
+        assert node in torch_segment.nodes
+        assert partition.reasons[node].detail.startswith("copy of "), partition.reasons[node]
+    assert partition.target_of(next(n for n in gm.graph.nodes if n.target == A.cos.default)) is Target.TENSORRT
+    assert trtcheck.check_invariants(partition) == []
+
+
+def _rows_for_both(x: torch.Tensor) -> torch.Tensor:
+    rows = A.sym_size.int(x, 0) * 3
+    a = A.view.default(A.cos.default(x), [rows, 1])  # an engine reads rows
+    b = A.view.default(A.sin.default(x), [1, rows])  # so does a Torch view (refused by the test's support)
+    return A.add.Tensor(a, A.permute.default(b, [1, 0]))
+
+
+def test_symint_read_by_an_engine_and_by_torch_stays_in_the_engine() -> None:
+    """The size computation stays in TensorRT for the engine's view and gets a Torch copy for the Torch view: the
+    engine keeps its view (moving the producer to Torch would move every TensorRT reader with it)."""
+    second_view = lambda node: node.target == A.view.default and node.args[1][0] == 1  # noqa: E731
+    gm, partition = _partition_with(_rows_for_both, second_view)
+    engine_view = next(n for n in gm.graph.nodes if n.target == A.view.default and not second_view(n))
+    assert partition.target_of(engine_view) is Target.TENSORRT
+    sizes = [n for n in gm.graph.nodes if n.target == A.sym_size.int]
+    assert sorted(partition.target_of(n).value for n in sizes) == ["tensorrt", "torch"]
+    assert trtcheck.check_invariants(partition) == []
+    compiled = trtcheck.compile(Wrap(_rows_for_both), (randn(6, 3),), trtcheck.Settings(min_block_size=1), lowered=gm,
+                                support=lambda node: not second_view(node) and converters.is_convertible(node))
+    for n in (2, 9, 32):
+        x = randn(n, 3)
+        torch.testing.assert_close(compiled.graph_module(x), _rows_for_both(x))
 
 
 def test_symint_made_by_torch_moves_its_tensorrt_reader_to_torch() -> None:

@@ -186,11 +186,39 @@ def test_trt_to_trt_non_tensor_is_copied_into_the_consumer():
     assert [n.name for n in partition.graph_module.graph.nodes if n.target is aten.sym_size.int] == [copy.name]
 
 
-def test_trt_producer_read_by_torch_falls_back():
+def test_trt_size_computation_read_by_torch_is_copied_into_torch():
     gm = torch.fx.symbolic_trace(int_model)
     settings = trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten.add.Scalar"])
     partition = trtcheck.partition(gm, INT_INPUTS, settings, ALL_BUT_LGAMMA)
-    assert where(partition, "sym_size_int") == (Target.TORCH, ReasonKind.NON_TENSOR_BOUNDARY)
+    (size,) = [n for n in partition.graph_module.graph.nodes if n.target is aten.sym_size.int]
+    assert partition.target_of(size) is Target.TORCH and partition.reasons[size].detail.startswith("copy of sym_size_int")
+    assert partition.segment_of(size) is partition.segment_of(next(n for n in size.users))
+    assert trtcheck.check_invariants(partition, support=ALL_BUT_LGAMMA) == []
+
+
+def scale_of(x):
+    """An int from a Tensor that is no size computation (a plain Python function): the copy rule leaves it alone."""
+    return 2
+
+
+torch.fx.wrap("scale_of")
+
+
+def scale_model(x, y):
+    relu = aten.relu.default(x)
+    return aten.mul.Tensor(aten.add.Scalar(aten.lgamma.default(relu), scale_of(relu)), y)
+
+
+def test_trt_producer_read_by_torch_falls_back():
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    from trtcheck.partitioning.partitioner import partition_graph
+
+    gm = torch.fx.symbolic_trace(scale_model)  # not all ATen (scale_of), so partitioned as traced, not exported again
+    FakeTensorProp(gm).propagate(*INT_INPUTS)
+    settings = trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten.add.Scalar"])
+    partition = partition_graph(gm, settings, ALL_BUT_LGAMMA)
+    assert where(partition, "scale_of") == (Target.TORCH, ReasonKind.NON_TENSOR_BOUNDARY)
     assert trtcheck.check_invariants(partition, support=ALL_BUT_LGAMMA) == []
 
 

@@ -10,7 +10,11 @@ TensorRT (segment A)   TensorRT (segment B)   *copy*: the producer is recomputed
                                               inserted before its first user in B); the copy's own non-Tensor
                                               inputs are handled the same way on the next round, so the whole
                                               producer chain moves over. Its Tensor inputs become B's inputs.
-TensorRT               Torch or graph output  the producer falls back to Torch.
+TensorRT               Torch                  a *size computation* (``sym_size``, SymInt arithmetic: pure and cheap,
+                                              ``is_size_computation``) is copied into the Torch segment the same
+                                              way, so TensorRT keeps it for its own users; any other producer
+                                              falls back to Torch.
+TensorRT               graph output           the producer falls back to Torch.
 Torch or graph input   TensorRT               the consumer falls back to Torch.
 =====================  =====================  ==================================================================
 
@@ -56,7 +60,9 @@ def enforce_tensor_boundaries(
             position = index_of.get(user)
             if position is None or position == index_of.get(value) or value not in user.all_input_nodes:
                 continue  # an unsegmented user, an internal edge, or a user that already reads a copy
-            if not may_change_graph and targets.get(value) is Target.TENSORRT is targets[user]:
+            if not may_change_graph and targets.get(value) is Target.TENSORRT and (
+                targets[user] is Target.TENSORRT or is_size_computation(value)
+            ):
                 raise GraphMustChange(value.name)
             changed |= _fix_edge(graph, value, user, segments[position], position, targets, reasons, index_of)
     return changed
@@ -74,8 +80,8 @@ def _fix_edge(
 ) -> bool:
     producer_target = targets.get(value)  # None: a graph input
     consumer_target = targets[consumer]
-    if producer_target is Target.TENSORRT and consumer_target is Target.TENSORRT:
-        index_of[_copy_into(graph, value, segment, targets, reasons)] = position
+    if producer_target is Target.TENSORRT and (consumer_target is Target.TENSORRT or is_size_computation(value)):
+        index_of[_copy_into(graph, value, segment, targets, reasons, consumer_target)] = position
         return True
     if producer_target is Target.TENSORRT:
         _fall_back(value, targets, reasons, f"its non-Tensor result {_shown(value)} is read by Torch node {consumer.name}")
@@ -103,23 +109,49 @@ def _fall_back(node: torch.fx.Node, targets: dict, reasons: dict, why: str) -> N
         reasons[node] = Reason(ReasonKind.NON_TENSOR_BOUNDARY, why)
 
 
+def is_size_computation(node: torch.fx.Node) -> bool:
+    """A node computing an int or SymInt from sizes: ``aten.sym_size``/``sym_numel``/``sym_stride`` or Python
+    arithmetic on SymInts (``operator.mul``, ``torch.sym_max``, ...). Pure and cheap, so recomputing it in
+    another segment costs nothing and loses nothing, unlike moving the segment that made it to Torch."""
+    if node.op != "call_function" or not isinstance(node.meta.get("val"), (int, torch.SymInt)) or isinstance(node.meta.get("val"), bool):
+        return False
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return target.name() in _SIZE_OPS
+    return getattr(target, "__module__", None) == "_operator" or target in _SYM_FUNCTIONS
+
+
+_SIZE_OPS = frozenset({"aten::sym_size.int", "aten::sym_numel", "aten::sym_stride.int", "aten::sym_storage_offset"})
+_SYM_FUNCTIONS = frozenset(
+    getattr(torch, name) for name in ("sym_max", "sym_min", "sym_sum", "sym_int", "sym_not", "sym_ite") if hasattr(torch, name)
+)
+
+
 def _copy_into(
     graph: torch.fx.Graph,
     value: torch.fx.Node,
     segment: Segment,
     targets: dict[torch.fx.Node, Target],
     reasons: dict[torch.fx.Node, Reason],
+    target: Target = Target.TENSORRT,
 ) -> torch.fx.Node:
-    """Recompute ``value`` inside ``segment``: one copy before its first user there, shared by all."""
+    """Recompute ``value`` inside ``segment`` (whose target is ``target``): one copy before its first user
+    there, shared by all."""
     users = [user for user in segment.nodes if user in value.users]
     with graph.inserting_before(users[0]):
         copy = graph.node_copy(value)
     for user in users:
         user.replace_input_with(value, copy)
-    targets[copy] = Target.TENSORRT
-    reasons[copy] = Reason(
-        ReasonKind.CONVERTIBLE, f"copy of {value.name}: its non-Tensor result is recomputed in the TensorRT segment that reads it"
-    )
+    targets[copy] = target
+    if target is Target.TENSORRT:
+        reasons[copy] = Reason(
+            ReasonKind.CONVERTIBLE, f"copy of {value.name}: its non-Tensor result is recomputed in the TensorRT segment that reads it"
+        )
+    else:
+        reasons[copy] = Reason(
+            ReasonKind.NON_TENSOR_BOUNDARY,
+            f"copy of {value.name} = {_shown(value)}: a size computation recomputed in the Torch segment that reads it",
+        )
     segment.nodes.insert(segment.nodes.index(users[0]), copy)
     if not value.users:  # every user now reads the copy: the original is dead
         graph.erase_node(value)

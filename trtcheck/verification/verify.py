@@ -27,8 +27,8 @@ from trtcheck.partitioning.decisions import Support
 from trtcheck.partitioning.partition import Partition
 from trtcheck.partitioning.segmentation import dependency_aware, merge_adjacent, naive
 from trtcheck.settings import Settings
-from trtcheck.shape_analysis import random_like
-from trtcheck.stitching import EngineModule, InputMismatchError, recorded_stride, restride
+from trtcheck.shape_analysis import random_like, specialized_symbols
+from trtcheck.stitching import RESTRIDES, EngineModule, InputMismatchError, recorded_stride
 from trtcheck.verification.equivalence import Comparison, compare
 from trtcheck.verification.invariants import Violation, check_invariants
 
@@ -154,6 +154,14 @@ def verify(
         report = VerificationReport(name, settings, backend, partition, compile_times=stitched.compile_times, engine=engine)
         report.violations = check_invariants(partition, support) + stitched_graph_violations(stitched.graph_module)
         report.violations += segmentation_violations(partition)
+        report.violations += [
+            Violation(
+                "dynamic_shape",
+                f"compiling fixed the dynamic size {symbol} to {value}, the example's: a comparison on a symbolic size "
+                "inside trtcheck (a bug); engines and checks after it treat that size as static",
+            )
+            for symbol, value in specialized_symbols(stitched.conversion.graph_module).items()
+        ]
         report.violations += state_violations(before, snapshot_state(model), "compile")
         report.violations += determinism_violations(
             stitched, model, example_inputs, settings, support, example_kwargs, lowered, dynamic_shapes
@@ -381,7 +389,7 @@ def stitched_graph_violations(stitched: torch.fx.GraphModule) -> list[Violation]
     for node in stitched.graph.nodes:
         if node.op == "call_function" and node.target is operator.getitem and node.args[0] in engines:
             stride = recorded_stride(node)
-            bare = [user.name for user in node.users if not (user.op == "call_function" and user.target is restride)]
+            bare = [user.name for user in node.users if not (user.op == "call_function" and user.target in RESTRIDES)]
             if stride is not None and bare:
                 found.append(Violation(
                     "layout",
