@@ -322,13 +322,17 @@ class InputSignature:
             if got < size.min or (size.max is not None and got > size.max):
                 raise self._mismatch(index, f"dim {dim} is {got}, outside the range of {size}")
             seen = symbols.setdefault(size.expr, (got, index))
+            # One Dim given for several inputs is one size, also where export made it two symbols (it does for
+            # some small ranges): the user's name is checked as well as the symbol.
+            if size.label and size.label != str(size.expr):
+                seen = symbols.setdefault(size.label, seen) if seen[0] == got else seen
             if seen[0] != got:
                 raise self._mismatch(
                     index, f"dim {dim} is {got}, but it is {size.label or size.expr}, which {self.names[seen[1]]!r} set to {seen[0]}"
                 )
         for dim, size, got in derived:
-            if size.expr.free_symbols <= set(symbols):
-                want = int(size.expr.xreplace({s: v for s, (v, _) in symbols.items()}))
+            if size.expr.free_symbols <= {s for s in symbols if isinstance(s, sympy.Symbol)}:
+                want = int(size.expr.xreplace({s: v for s, (v, _) in symbols.items() if isinstance(s, sympy.Symbol)}))
                 if got != want:
                     raise self._mismatch(index, f"dim {dim} is {got}, but it is {size.label or size.expr} = {want} for these inputs")
 

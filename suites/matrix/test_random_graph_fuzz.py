@@ -13,6 +13,11 @@ holds only ops that have converters in every dtype the converters accept, so a f
 ``full_compilation`` it passes with one engine, or with a ``PartitionError`` naming a node that stops it.
 Bugs found here get a plain regression test in ``test_fuzz_regressions.py``.
 
+``test_dynamic_random_graph_fuzz`` does the same for graphs whose dim 0 is dynamic (``dynamic_aten_graphs``:
+SymInt flows into view, expand and full), verified with their ``dynamic_shapes`` at the example's size, the
+Dim's minimum and maximum and a random size; ``DYNAMIC_CI_EXAMPLES`` graphs under ``ci`` (13 to 25 s on 2
+cores), ``DYNAMIC_SHARE`` of the profile's examples otherwise (500 under ``nightly``), float32 and int64.
+
 Tolerances: float32 and int64 graphs are held to ``verify``'s defaults. A float16 (or bfloat16) graph's
 ``atol`` is the default plus ``REFERENCE_FACTOR`` times eager's own largest error against the exact result
 (the graph run in float64, ``strategies.float64_outputs``): verify's float16 default (1e-3, one unit in the
@@ -31,7 +36,7 @@ from collections import Counter
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
 import trtcheck
@@ -39,7 +44,7 @@ from suites.matrix.matrix_checks import check_model
 from trtcheck.engines import resolve_backend
 from trtcheck.presets import PRESETS
 from trtcheck.shape_analysis import random_like
-from trtcheck.strategies import DTYPES, aten_graphs, float64_outputs
+from trtcheck.strategies import DTYPES, aten_graphs, dynamic_aten_graphs, float64_outputs
 from trtcheck.verification import default_tolerances
 
 pytestmark = pytest.mark.trtcheck
@@ -53,12 +58,15 @@ REFERENCE_DTYPES = frozenset({torch.float16, torch.bfloat16})
 MODEL_FREE_PRESETS = [preset for preset in PRESETS.values() if preset.settings_for(None) is not None]
 
 
-def fuzz_examples() -> int:
-    """The active hypothesis profile's ``max_examples``, at most ``CI_EXAMPLES`` under ``ci``.
+def fuzz_examples(ci_examples: int = CI_EXAMPLES, share: float = 1.0) -> int:
+    """The active hypothesis profile's ``max_examples``, at most ``ci_examples`` under ``ci``; under any other
+    profile ``share`` of it (for graphs that cost more each), never fewer than under ``ci``.
 
     The profile is the one loaded (conftest.py's ``HYPOTHESIS_PROFILE``, or ``--hypothesis-profile``)."""
     examples = settings.default.max_examples
-    return min(examples, CI_EXAMPLES) if _profile_name() == "ci" else examples
+    if _profile_name() == "ci":
+        return min(examples, ci_examples)
+    return max(min(examples, ci_examples), round(examples * share))
 
 
 def _profile_name() -> str:
@@ -130,3 +138,50 @@ def test_random_graph_fuzz(trtcheck_config, request):
         by_dtype[dtype] += count
     print(f"\nfuzz: {sum(counts.values())} graphs in {time.perf_counter() - start:.0f} s on {backend}; "
           f"presets {dict(sorted(by_preset.items()))}; dtypes {dict(sorted(by_dtype.items()))}")
+
+
+# ---- dynamic shapes: dim 0 of every input is a torch.export.Dim, shapes are SymInt flows ------------------
+DYNAMIC_CI_EXAMPLES = 12  # each lowers twice (compile, determinism) and runs 5 input sets: 1 to 2.5 s a graph
+DYNAMIC_SHARE = 0.25  # nightly: 500 graphs, 12 minutes on 2 cores (measured)
+DYNAMIC_MAX_NODES = 12
+# float16 and bfloat16 are left out: their tolerance is eager's own error against the float64 result on the very
+# input sets verify compares (reference_atol), and verify draws a dynamic graph's sets at sizes of its own.
+DYNAMIC_DTYPES = (torch.float32, torch.int64)
+# Without hypothesis's explain phase: it reruns a shrunk failure some 150 times (minutes at a lowering each) to
+# list the lines only failing runs reach, which for a graph are torch.export's internals.
+FUZZ_PHASES = tuple(phase for phase in Phase if phase is not Phase.explain)
+
+
+def test_dynamic_random_graph_fuzz(trtcheck_config, request):
+    """Random graphs with a dynamic dim 0 (``strategies.dynamic_aten_graphs``), verified with their
+    ``dynamic_shapes`` under every model-free preset: the compiled module must match eager at the example's
+    size, at the Dim's minimum and maximum and at a random size in range (``check_model`` requires the min and
+    max sets), with no invariant violation and no TensorRT segment fallen back to PyTorch. A node a converter
+    refuses (a SymInt op it does not handle yet) runs in PyTorch: coverage, not correctness."""
+    backend = resolve_backend(trtcheck_config.backend)
+    counts: Counter = Counter()
+
+    @settings(max_examples=fuzz_examples(DYNAMIC_CI_EXAMPLES, DYNAMIC_SHARE), deadline=None, database=None, phases=FUZZ_PHASES,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(graph=dynamic_aten_graphs(max_nodes=DYNAMIC_MAX_NODES, dtypes=DYNAMIC_DTYPES, seeds=st.integers(0, 2**16)),
+           preset=st.sampled_from(MODEL_FREE_PRESETS))
+    def check(graph, preset):
+        note(f"preset {preset.name}: {preset.settings_for(None)}; dim 0 in {graph.dim_range}, example {graph.batch}")
+        counts[preset.name, str(graph.dtype).removeprefix("torch.")] += 1
+
+        def run(model, inputs, **options):
+            report = trtcheck.verify(
+                model, inputs, settings=preset.settings_for(None), backend=backend, seed=trtcheck_config.seed,
+                report_dir=trtcheck_config.report_dir, name=f"{request.node.name}-{preset.name}", **options,
+            )
+            assert not report.partition.fallbacks, f"a TensorRT segment fell back to PyTorch:\n{report}"
+            note(f"input sets: {'; '.join(report.input_sets)}")
+            return report
+
+        check_model(graph.model, graph.example_inputs, preset.settings_for(None), run,
+                    num_inputs=NUM_INPUTS, dynamic_shapes=graph.dynamic_shapes)
+
+    start = time.perf_counter()
+    check()
+    print(f"\ndynamic fuzz: {sum(counts.values())} graphs in {time.perf_counter() - start:.0f} s on {backend}; "
+          f"{dict(sorted(counts.items()))}")

@@ -215,17 +215,22 @@ def _sized_input_sets(signature: Any, example: Sequence[Any], count: int, seed: 
     range, each labelled with its sizes; values drawn like ``random_like`` (integers within the example's)."""
     ranges = signature.symbol_ranges()
     generator = torch.Generator().manual_seed(seed)
-    example_sizes = {symbol: _example_size(signature, example, symbol) for symbol in ranges}
-    low = {s: max(lo, 1) for s, (lo, _) in ranges.items()}
-    high = {s: hi if hi is not None else 2 * example_sizes[s] for s, (_, hi) in ranges.items()}
+    # Symbols of one Dim (export gives inputs sharing a Dim a symbol each for some small ranges) take one size.
+    groups: dict[str, list[Any]] = {}
+    for symbol in ranges:
+        groups.setdefault(signature.dim_names.get(str(symbol), str(symbol)), []).append(symbol)
+    low = {name: max(max(ranges[s][0] for s in symbols), 1) for name, symbols in groups.items()}
+    high = {
+        name: min((ranges[s][1] for s in symbols if ranges[s][1] is not None), default=2 * _example_size(signature, example, symbols[0]))
+        for name, symbols in groups.items()
+    }
     choices = [("min", low), ("max", high)]
     for _ in range(max(count - 1, 0)):
-        choices.append(("random size", {s: int(torch.randint(low[s], high[s] + 1, (), generator=generator)) for s in ranges}))
+        choices.append(("random size", {name: int(torch.randint(low[name], high[name] + 1, (), generator=generator)) for name in groups}))
     sets = []
-    for kind, values in choices:
-        label = f"{kind}: " + ", ".join(
-            f"{signature.dim_names.get(str(s), s)}={v}" for s, v in sorted(values.items(), key=lambda item: str(item[0]))
-        )
+    for kind, by_name in choices:
+        label = f"{kind}: " + ", ".join(f"{name}={v}" for name, v in sorted(by_name.items()))
+        values = {symbol: by_name[name] for name, symbols in groups.items() for symbol in symbols}
         sets.append((label, _input_set_of_sizes(signature, example, values, generator)))
     return sets
 
