@@ -78,6 +78,27 @@ def default_threads() -> int:
     return max(1, min(torch.get_num_threads(), cores))
 
 
+def _direct_binding(session: ort.InferenceSession):
+    """``(new_binding, run, cpu)``: ONNX Runtime's own (pybind) I/O binding type, run method and CPU device,
+    for calls that skip the Python wrapper of ``onnxruntime.IOBinding``; None where this onnxruntime has none.
+
+    The wrapper costs about 4 us a call on this path (each ``io_binding()`` asks the session for its
+    providers, each ``bind_*`` makes a new ``OrtDevice``, each run checks for WebGPU graph capture): with
+    18 engines, that is 0.07 ms of every resnet18 call. Only private names are used (``_sess``,
+    ``_get_c_device``), so any of them missing in another onnxruntime version means the public path.
+    """
+    try:
+        from onnxruntime.capi import _pybind_state
+
+        new_binding = _pybind_state.SessionIOBinding
+        sess = session._sess
+        cpu = ort.OrtDevice.make("cpu", 0)._get_c_device()
+        run = sess.run_with_iobinding
+    except (ImportError, AttributeError):
+        return None
+    return (lambda: new_binding(sess)), run, cpu
+
+
 def _has_data(spec: TensorSpec) -> bool:
     """True when ``spec`` is static and non-empty: only such outputs get a pre-allocated buffer."""
     return spec.is_static and math.prod(spec.shape) > 0
@@ -178,11 +199,12 @@ class OnnxRuntimeEngine(Engine):
             for s in self.outputs
         )
         self._has_dynamic_outputs = not all(s.is_static for s in self.outputs)
+        self._direct = None if self._has_dynamic_outputs else _direct_binding(self._session)
 
     @classmethod
     def build(
         cls, model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], *, engines_in_model: int = 1,
-        settings: object = None,
+        settings: object = None, shape_ranges: object = None,
     ) -> OnnxRuntimeEngine:
         """The sole engine of a model spins while it runs and stops after (``stop_after_run``); one of several
         never spins (``never``), so that idle sessions leave the cores to the one running and to PyTorch.
@@ -214,6 +236,8 @@ class OnnxRuntimeEngine(Engine):
         else:
             device, device_type, device_id = _CPU, "cpu", 0
         prepared = self.prepare_inputs(tensors, device)
+        if self._direct is not None and device_type == "cpu":
+            return self._call_direct(prepared, home)
         binding = self._session.io_binding()
         for (name, elem), tensor in zip(self._in, prepared):
             binding.bind_input(name, device_type, device_id, elem, tuple(tensor.shape), tensor.data_ptr())
@@ -239,6 +263,30 @@ class OnnxRuntimeEngine(Engine):
             values = binding.get_outputs()
             results = [torch.from_dlpack(v) if r is None else r for r, v in zip(results, values)]
         if device != home:
+            return tuple(r.to(home) for r in results)
+        return tuple(results)
+
+    def _call_direct(self, prepared: list[torch.Tensor], home: torch.device) -> tuple[torch.Tensor, ...]:
+        """``__call__`` on the CPU with static outputs, through ONNX Runtime's pybind binding (``_direct_binding``)."""
+        new_binding, run, cpu = self._direct
+        binding = new_binding()  # one per call: calls stay thread-safe
+        for (name, elem), tensor in zip(self._in, prepared):
+            binding.bind_input(name, cpu, elem, tuple(tensor.shape), tensor.data_ptr())
+        results = []
+        for name, shape, dtype, elem, preallocate in self._out:
+            out = torch.empty(shape, dtype=dtype, device=_CPU)
+            if preallocate:
+                binding.bind_output(name, cpu, elem, shape, out.data_ptr())
+            else:  # zero-size: ORT rejects a null buffer pointer and there is nothing to fetch
+                binding.bind_output(name, cpu)
+            results.append(out)
+        if self.run_times is None:
+            run(binding, None)
+        else:
+            start = time.perf_counter_ns()
+            run(binding, None)
+            self.run_times.append(time.perf_counter_ns() - start)
+        if home != _CPU:
             return tuple(r.to(home) for r in results)
         return tuple(results)
 
