@@ -2,8 +2,9 @@
 
 It stands in for TensorRT so that partitioning and conversion can be checked anywhere. Every engine
 boundary is crossed on each forward pass of a partitioned model, so the call path avoids copies:
-torch tensors are handed to ONNX Runtime by pointer through I/O binding, and outputs are written
-straight into torch tensors allocated beforehand from the (static) output specs.
+torch tensors are handed to ONNX Runtime by pointer through I/O binding (ONNX Runtime's pybind binding
+directly where it can: see ``_direct_binding``), and outputs are written straight into torch tensors
+allocated beforehand from the (static) output specs.
 """
 
 from __future__ import annotations
@@ -150,6 +151,46 @@ class OnnxRuntimeEngine(Engine):
     per-session pools in that process, and spin with no way to turn it off from Python, so they are not
     the default; an engine built in a process that configured them uses them (``use_per_session_threads``
     False) instead of failing.
+
+    Many small engines (the last open target of issue 10: resnet18 with min_block_size 1 and relu forced
+    to PyTorch, 18 engines of one conv + batch norm each, 35 segments). No session option brings it to
+    eager's time on 2 cores; where the time goes, measured:
+
+    * Splitting costs ONNX Runtime 2-4 ms. ORT's profiler (``enable_profiling``, 60 runs, load 1.8) over
+      the 18 engines run back to back: 21.1 ms of runs against 19.0 ms for one engine holding everything;
+      the convolutions take the same time (17.7 against 18.3 ms), the difference is the NCHWc layout
+      reorder into and out of every engine (``ReorderInput`` 1.35 + ``ReorderOutput`` 0.95 ms, which one
+      engine does once) and the residual ``Add`` no longer fused into its convolution (0.27 ms). The
+      optimized model of a small engine (``optimized_model_filepath``) is exactly ReorderInput, Conv
+      (batch norm folded in), ReorderOutput. Without the NCHWc transformer (``disabled_optimizers=
+      ["NchwcTransformer"]``) there is no reorder, but every convolution runs about twice as long: one
+      engine 26.3 against 19.3 ms, 18 engines 46.8 against 38.1 ms. It stays on.
+    * Running between PyTorch segments costs the engines 11-12 ms more: after every Torch segment (a relu)
+      PyTorch's OpenMP worker spins for about 10 ms (libgomp's default wait policy, measured as CPU time
+      burnt while the process sleeps), so on 2 cores an engine's two threads share the cores with a
+      spinning thread for the whole run. Measured in one run (``bench_segments`` rows "alone" and
+      "default, PyTorch 1 thr."): engines 35.2 ms in the stitched run, 22.8 ms back to back with no
+      PyTorch in between, 22.9 ms in the stitched run when PyTorch runs its segments on one thread (the
+      whole module then takes 26.6 ms, 0.83 of eager's 32.2). The engine can neither stop PyTorch's
+      workers from spinning (``OMP_WAIT_POLICY``/``GOMP_SPINCOUNT`` are read once, at start-up) nor choose
+      PyTorch's thread count for the Torch segments (that is the stitched module's call).
+    * Session options do not change that (``python -m suites.benchmarks.bench_segments --models resnet18
+      --options``, load 0.7 rising to 4.3, 40 shuffled rounds x 3 calls, ms, many-segment / one engine):
+      default 38.1 / 19.3 (eager 32.2); ``allow_spinning=0`` for the sole engine too 38.1 / 19.7;
+      ``force_spinning_stop=1`` for every engine 63.5 / 19.2 (spinning pools fight PyTorch's spinning
+      worker); ``spin_duration_us=20`` 37.4 / 19.3; one thread 43.2 / 35.1; three threads 45.8 / 25.0;
+      NCHWc off 46.8 / 26.3; ``session.dynamic_block_base`` 4: 35.8 / 19.2, 8: 38.0 / 19.2; ONNX
+      Runtime's global pool (child process) 65.9 / 18.4. ``dynamic_block_base`` (guided scheduling, so
+      that a thread that lost its core hands over its share) looked 10-15% faster in rounds of 5-10 calls
+      per variant, but alternating the variants call by call (150-200 calls each, three runs) gave 33.7 /
+      34.3 / 32.9 ms with base 4 against 33.1 / 33.2 / 32.2 ms without: no effect, so it is not set.
+      mobilenet_v3_small (load 0.8, same command): default 6.11 / 2.70 against eager 7.14; every option
+      within 15% on many segments except three threads (11.3) and NCHWc off (7.85).
+
+    What the engine did change is its own call path, paid at every crossing: static outputs on the CPU are
+    bound through ONNX Runtime's pybind binding instead of ``onnxruntime.IOBinding``'s Python wrapper
+    (``_direct_binding``): 9.9 against 13.9 us a call of an engine holding one 2x3 relu (medians of 40
+    interleaved rounds of 500 calls, two runs alike; about 2.2 us of it is the run itself).
     """
 
     backend: ClassVar[str] = "onnxruntime"
