@@ -7,7 +7,7 @@ Per model, from one run: median latency of eager PyTorch, of the stitched module
 (one engine) and of the stitched module with min_block_size 1 and ``aten::relu`` + ``aten::hardswish``
 forced to PyTorch (many segments); the many/eager ratio (target <= 1) and the overhead per boundary from
 ``trtcheck.profile`` (target < 30 us), each with the engines ``trtcheck.compile`` built ("default": the
-options ``OnnxRuntimeEngine.build`` chooses) and with the options engines had before issue 10 (per-session
+options ``OnnxRuntimeEngine.build`` chooses), with the options engines had before issue 10 (per-session
 pools that keep spinning after a run: "old"), and with the default options but every call bound through
 ``onnxruntime.IOBinding``'s Python wrapper instead of ONNX Runtime's pybind binding ("IOBinding wrapper":
 how engines were called before; its effect shows in the crossings and us/boundary columns).

@@ -85,8 +85,9 @@ def _direct_binding(session: ort.InferenceSession):
 
     The wrapper costs about 4 us a call on this path (each ``io_binding()`` asks the session for its
     providers, each ``bind_*`` makes a new ``OrtDevice``, each run checks for WebGPU graph capture): with
-    18 engines, that is 0.07 ms of every resnet18 call. Only private names are used (``_sess``,
-    ``_get_c_device``), so any of them missing in another onnxruntime version means the public path.
+    18 engines, that is 0.07 ms of every resnet18 call. This relies on names onnxruntime does not promise
+    to keep (``capi._pybind_state``, ``InferenceSession._sess``, ``OrtDevice._get_c_device``): where one
+    is missing, the engine falls back to the public ``io_binding()`` path.
     """
     try:
         from onnxruntime.capi import _pybind_state
@@ -171,9 +172,13 @@ class OnnxRuntimeEngine(Engine):
       spinning thread for the whole run. Measured in one run (``bench_segments`` rows "alone" and
       "default, PyTorch 1 thr."): engines 35.2 ms in the stitched run, 22.8 ms back to back with no
       PyTorch in between, 22.9 ms in the stitched run when PyTorch runs its segments on one thread (the
-      whole module then takes 26.6 ms, 0.83 of eager's 32.2). The engine can neither stop PyTorch's
-      workers from spinning (``OMP_WAIT_POLICY``/``GOMP_SPINCOUNT`` are read once, at start-up) nor choose
-      PyTorch's thread count for the Torch segments (that is the stitched module's call).
+      whole module then takes 26.6 ms, 0.83 of eager's 32.2). In a process started with
+      ``OMP_WAIT_POLICY=PASSIVE`` (``bench_segments --models resnet18 --omp-passive --rounds 25``, load
+      0.8 at the start) the engines took 19.6 ms in the stitched run and 19.7 ms alone, the module 22.0 ms
+      against 34.4 ms for eager in that process and 28.5 ms for eager in the default parent process (1.19
+      there: many segments 33.8 ms, engines 31.0 ms in the run, 22.2 ms alone). The engine can neither stop
+      PyTorch's workers from spinning (``OMP_WAIT_POLICY``/``GOMP_SPINCOUNT`` are read once, at start-up)
+      nor choose PyTorch's thread count for the Torch segments (that is the stitched module's call).
     * Session options do not change that (``python -m suites.benchmarks.bench_segments --models resnet18
       --options``, load 0.7 rising to 4.3, 40 shuffled rounds x 3 calls, ms, many-segment / one engine):
       default 38.1 / 19.3 (eager 32.2); ``allow_spinning=0`` for the sole engine too 38.1 / 19.7;
@@ -190,7 +195,10 @@ class OnnxRuntimeEngine(Engine):
     What the engine did change is its own call path, paid at every crossing: static outputs on the CPU are
     bound through ONNX Runtime's pybind binding instead of ``onnxruntime.IOBinding``'s Python wrapper
     (``_direct_binding``): 9.9 against 13.9 us a call of an engine holding one 2x3 relu (medians of 40
-    interleaved rounds of 500 calls, two runs alike; about 2.2 us of it is the run itself).
+    interleaved rounds of 500 calls, two runs alike; about 2.2 us of it is the run itself). In
+    ``python -m suites.benchmarks.bench_segments`` (load 0.6 at the start), overhead per boundary of the
+    many-segment modules: resnet18 21.9 us against 44.8 us through the wrapper, mobilenet_v3_small 17.6
+    against 22.0 us (one profiled call each, the one with the median total: noisy, but on the same side).
     """
 
     backend: ClassVar[str] = "onnxruntime"
