@@ -16,7 +16,7 @@ import onnx
 import torch
 import torch.fx
 
-from trtcheck.control_flow import BranchConversion, compile_branches, convert_branches
+from trtcheck.control_flow import BranchConversion, Converted, compile_branches, convert_branches
 from trtcheck.conversion import segment_to_onnx
 from trtcheck.engines import Engine, TensorSpec, build_engine, resolve_backend
 from trtcheck.errors import TrtcheckError
@@ -63,7 +63,7 @@ class _Clock:
 
 
 @dataclass
-class Conversion:
+class Conversion(Converted):
     """A model lowered, partitioned and converted: everything of ``compile`` before engines are built.
 
     ``onnx_models`` holds the serialized ONNX of every TensorRT segment that converted (by segment index);
@@ -84,14 +84,6 @@ class Conversion:
     mismatched: dict[int, Exception] = field(default_factory=dict)
     branches: dict[str, BranchConversion] = field(default_factory=dict)  # torch.cond/while_loop branches (control_flow.py)
 
-    def __post_init__(self) -> None:
-        if not self.layout:
-            self.layout = [(s.target.value, [node.name for node in s.nodes]) for s in self.partition.segments]
-
-    @property
-    def engine_count(self) -> int:
-        """The engines the compiled model may run, those inside control-flow branches included."""
-        return len(self.onnx_models) + sum(branch.engine_count for branch in self.branches.values())
 
 
 def convert(

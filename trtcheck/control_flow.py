@@ -43,8 +43,27 @@ if TYPE_CHECKING:
     from trtcheck.verification.invariants import Violation
 
 
+class Converted:
+    """What a converted partition (a model's ``Conversion``, or one branch's) derives from its fields
+    ``partition``, ``onnx_models``, ``branches`` and ``layout``."""
+
+    partition: Partition
+    onnx_models: dict[int, bytes]
+    branches: dict[str, BranchConversion]
+    layout: list[tuple[str, list[str]]]
+
+    def __post_init__(self) -> None:
+        if not self.layout:  # the segments as partitioned, before any fallback
+            self.layout = [(s.target.value, [node.name for node in s.nodes]) for s in self.partition.segments]
+
+    @property
+    def engine_count(self) -> int:
+        """ONNX models here and in every nested branch: the engines the compiled model may run."""
+        return len(self.onnx_models) + sum(branch.engine_count for branch in self.branches.values())
+
+
 @dataclass
-class BranchConversion:
+class BranchConversion(Converted):
     """One branch's share of a ``Conversion``: its partition, the ONNX of each TensorRT segment that
     converted (by segment index), the error of each that did not, and its own branches."""
 
@@ -54,14 +73,6 @@ class BranchConversion:
     branches: dict[str, BranchConversion] = field(default_factory=dict)
     layout: list[tuple[str, list[str]]] = field(default_factory=list)  # segments as partitioned, before any fallback
 
-    def __post_init__(self) -> None:
-        if not self.layout:
-            self.layout = [(s.target.value, [node.name for node in s.nodes]) for s in self.partition.segments]
-
-    @property
-    def engine_count(self) -> int:
-        """ONNX models here and in every nested branch: the engines this branch may run."""
-        return len(self.onnx_models) + sum(branch.engine_count for branch in self.branches.values())
 
 
 def convert_branches(partition: Partition, clock: Any) -> dict[str, BranchConversion]:
