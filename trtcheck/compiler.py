@@ -27,7 +27,7 @@ from trtcheck.partitioning.partition import Partition, Target
 from trtcheck.partitioning.partitioner import partition_graph
 from trtcheck.settings import Settings, resolve_modules
 from trtcheck.shape_analysis import ShapeMismatch, ShapeMismatchError, find_mismatches, segment_shapes
-from trtcheck.stitching import CompiledModule, InputSignature, stitch
+from trtcheck.stitching import CompiledModule, InputSignature, check_torch_threads, stitch
 
 
 class CompilationError(TrtcheckError):
@@ -143,6 +143,7 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
     example_kwargs: Mapping[str, Any] | None = None,
     lowered: torch.fx.GraphModule | None = None,
     dynamic_shapes: Any = None,
+    torch_threads: int | str | None = "auto",
 ) -> CompiledModule:
     """Partition ``model``, build one engine per TensorRT segment, and stitch them with the Torch segments.
 
@@ -150,7 +151,13 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
     ``.partition`` (the ``Partition``, including fallbacks), ``.compile_times`` (``CompileTimes``),
     ``.engines`` and ``.graph_module`` (the stitched graph). A TensorRT segment that fails to convert or
     build runs in PyTorch (``partition.fallbacks`` says why) unless ``strict``. ``lowered``: see ``convert``.
+
+    ``torch_threads``: PyTorch's thread count while the compiled module runs. ``"auto"`` runs PyTorch on
+    one thread when the module has engines and every op left to PyTorch is memory-bound (a spinning
+    PyTorch worker would otherwise slow the next engine: ``stitching.auto_torch_threads``); an int sets
+    that count for every call; None leaves ``torch.get_num_threads()`` as the caller has it.
     """
+    check_torch_threads(torch_threads)  # before any work: a bad value is the caller's mistake, not the model's
     settings = Settings.coerce(settings)
     backend = resolve_backend(backend)  # an explicit backend missing here fails now, before any work
     clock = _Clock()
@@ -166,7 +173,7 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
     stitched = clock.run("stitching", stitch, partition, engines)
     compile_branches(conversion, stitched, backend, strict=strict, clock=clock)  # engines inside control-flow branches
     signature = InputSignature.of(model, conversion.example_args, conversion.example_kwargs, graph_module=conversion.graph_module)
-    return CompiledModule(stitched, signature, clock.times, conversion)
+    return CompiledModule(stitched, signature, clock.times, conversion, torch_threads)
 
 
 def build_engines(

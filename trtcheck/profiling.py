@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.utils._pytree import tree_structure, tree_unflatten
+from torch.utils._pytree import tree_structure
 
 from trtcheck.benchmarking import boundary_traffic
 from trtcheck.partitioning.partition import Target
@@ -133,15 +133,11 @@ class Profiler:
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """Call the instrumented module once, like the compiled module; record and return its outputs."""
-        signature = self.compiled.signature
         for engine in self.engines.values():
             engine.run_times = []
         try:
             start = time.perf_counter_ns()
-            leaves = signature.check(args, kwargs)
-            if leaves is not None:
-                args, kwargs = tree_unflatten(leaves, signature.spec)
-            result = self.module(*args, **kwargs)
+            result = self.compiled.call(self.module, args, kwargs)
             total = time.perf_counter_ns() - start
             per_segment = [self.stamps[2 * i + 1] - self.stamps[2 * i] for i in range(len(self.targets))]
             for index, engine in self.engines.items():
@@ -209,9 +205,5 @@ def _positional(compiled: CompiledModule, inputs: tuple) -> tuple:
     if len(inputs) == 1 and isinstance(inputs[0], (tuple, list)):
         if tree_structure(tuple(inputs[0])) == compiled.signature.spec.child(0):  # the spec of (args, kwargs)
             return tuple(inputs[0])
-    return inputs
-    expected = compiled.signature.spec.child(0)  # the spec of (args, kwargs): args' spec
-    if expected.num_children != 1 or expected.child(0).is_leaf():
-        return tuple(inputs[0])  # the module does not take one tuple as its only input: unpack it
     return inputs
 

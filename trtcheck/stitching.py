@@ -19,9 +19,10 @@ import sympy
 import torch
 import torch.fx
 from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_is_leaf, tree_unflatten
+from torch.utils.flop_counter import flop_registry
 
 from trtcheck.engines import Engine
-from trtcheck.errors import EngineRuntimeError, TrtcheckError
+from trtcheck.errors import EngineRuntimeError, SettingsError, TrtcheckError
 from trtcheck.lowering import dim_names, symbol_ranges
 from trtcheck.partitioning.partition import Partition, Segment, Target
 
@@ -450,20 +451,75 @@ def _leaf_names(model: torch.nn.Module, args: tuple, kwargs: dict) -> list[str]:
     return names
 
 
+TORCH_THREADS_AUTO = "auto"
+
+
+def check_torch_threads(value: Any) -> None:
+    """Refuse a ``torch_threads`` that is not ``"auto"``, None or a positive int, naming the choices."""
+    if value is None or value == TORCH_THREADS_AUTO:
+        return
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return
+    raise SettingsError(
+        f"torch_threads must be 'auto' (one PyTorch thread while engines run, when PyTorch's segments are only "
+        f"memory-bound ops), None (leave torch.get_num_threads() as it is) or a positive int, got {value!r}"
+    )
+
+
+def is_compute_bound(node: torch.fx.Node) -> bool:
+    """True for ops whose time grows with arithmetic, not memory traffic: those PyTorch's flop counter
+    counts (``mm``, ``addmm``, ``bmm``, ``convolution``, attention), which gain from every core."""
+    return node.op == "call_function" and getattr(node.target, "overloadpacket", None) in flop_registry
+
+
+def auto_torch_threads(stitched: torch.fx.GraphModule) -> int | None:
+    """PyTorch's thread count for calls of ``stitched`` under ``torch_threads="auto"``: 1 when it runs an
+    engine and every op it runs in PyTorch (control-flow branches included) is memory-bound, else None.
+
+    Why (issue 10, measured in ``suites/benchmarks/bench_segments.py``): after every parallel op PyTorch's
+    OpenMP workers spin for about 10 ms (libgomp's default wait policy, read once at start-up), so the
+    engine that follows a Torch segment shares the cores with a spinning thread. resnet18 with relu forced
+    to PyTorch (18 engines) ran at 1.2-1.3x eager's time; with PyTorch on one thread for its segments, at
+    0.8x. A memory-bound op loses little on one thread (a relu of 1x64x112x112: 87 against 76 us on two);
+    a convolution or matmul in PyTorch would lose up to half, so a module with one keeps PyTorch's threads.
+    """
+    modules = list(stitched.modules())
+    if not any(isinstance(module, EngineModule) for module in modules):
+        return None
+    for module in modules:
+        if isinstance(module, torch.fx.GraphModule) and any(is_compute_bound(node) for node in module.graph.nodes):
+            return None
+    return 1
+
+
 class CompiledModule(torch.nn.Module):
     """What ``trtcheck.compile`` returns: called like the model, with the partition and engines at hand.
 
     Inputs are checked against the example inputs before anything runs (``InputSignature``); the
     stitched ``graph_module`` then runs engines and Torch segments in order and updates the model's
     mutable buffers (its own copies) as eager would.
+
+    ``torch_threads``: PyTorch's thread count during a call (``torch.set_num_threads``, restored when the
+    call returns or raises), or None to leave it alone; ``trtcheck.compile(torch_threads="auto")`` picks it
+    (``auto_torch_threads``). It is PyTorch's process-wide setting: other threads running PyTorch at the
+    same time see it too. Engines keep the threads they were built with.
     """
 
-    def __init__(self, graph_module: torch.fx.GraphModule, signature: InputSignature, compile_times: Any, conversion: Any) -> None:
+    def __init__(
+        self,
+        graph_module: torch.fx.GraphModule,
+        signature: InputSignature,
+        compile_times: Any,
+        conversion: Any,
+        torch_threads: int | str | None = None,
+    ) -> None:
         super().__init__()
+        check_torch_threads(torch_threads)
         self.graph_module = graph_module
         self.signature = signature
         self.compile_times = compile_times
         self.conversion = conversion  # the partition as made and the ONNX of each segment, before any fallback
+        self.torch_threads = auto_torch_threads(graph_module) if torch_threads == TORCH_THREADS_AUTO else torch_threads
 
     @property
     def partition(self) -> Partition:
@@ -475,7 +531,19 @@ class CompiledModule(torch.nn.Module):
         return {module.segment_index: module.engine for module in self.graph_module.children() if isinstance(module, EngineModule)}
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.call(self.graph_module, args, kwargs)
+
+    def call(self, graph_module: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
+        """One call as ``forward`` makes it, running ``graph_module`` (the stitched graph, or an instrumented
+        copy of it: ``trtcheck.profile``): inputs checked, then PyTorch's thread count set for the call."""
         leaves = self.signature.check(args, kwargs)
         if leaves is not None:
             args, kwargs = tree_unflatten(leaves, self.signature.spec)
-        return self.graph_module(*args, **kwargs)
+        previous = torch.get_num_threads()
+        if self.torch_threads is None or self.torch_threads == previous:
+            return graph_module(*args, **kwargs)
+        torch.set_num_threads(self.torch_threads)
+        try:
+            return graph_module(*args, **kwargs)
+        finally:
+            torch.set_num_threads(previous)
