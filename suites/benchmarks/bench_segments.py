@@ -16,12 +16,14 @@ Where the time of the many-segment module goes, per option set: the profile's sp
 segments, crossings), and ``alone``: the time inside the same engines when they run back to back on their
 recorded inputs, with no PyTorch segment in between. ``engines - alone`` is what running between PyTorch
 segments costs the engines; ``alone - 1 engine`` is what splitting costs inside ONNX Runtime (a layout
-reorder in and out of every engine, fusions lost across a boundary, per-run overhead). Two diagnostic rows
-follow: "default, PyTorch 1 thr." runs the default engines with ``torch.set_num_threads(1)`` while the
-module runs (the Torch segments then use no OpenMP worker, which otherwise spins for a while after every
-Torch segment, on a core the next engine's pool wants), and "same ops in PyTorch" runs every engine
-segment's ATen nodes in PyTorch instead (eager kernels, same partition and crossings): its ``engines``
-column is eager's time for exactly the ops the engines run. The last line sums it up for the default.
+reorder in and out of every engine, fusions lost across a boundary, per-run overhead). Every row runs the
+many-segment module with the PyTorch thread count ``compile(torch_threads="auto")`` chose for it (printed
+with the model: 1 here, since its Torch segments are relus and hardswishes), except two diagnostic rows:
+"torch_threads=None" runs the default engines with PyTorch on the caller's threads (as before issue 10's
+fix: PyTorch's OpenMP worker then spins for about 10 ms after every Torch segment, on a core the next
+engine's pool wants), and "same ops in PyTorch" runs every engine segment's ATen nodes in PyTorch instead
+(eager kernels on the caller's threads, same partition and crossings): its ``engines`` column is eager's
+time for exactly the ops the engines run. The last line sums it up for the default.
 
 ``--options`` compares more ONNX Runtime settings side by side (how ``OnnxRuntimeEngine``'s defaults were
 chosen): spinning kept (old), spinning off (``allow_spinning=0``), spinning only while a run is in progress
@@ -37,7 +39,8 @@ not a setting trtcheck makes.
 
 Timing: the variants are timed in interleaved rounds (each round times every variant ``--repeat`` times
 and keeps the median, the variants in an order shuffled every round), and the median over ``--rounds``
-rounds is printed, so that a change in machine load hits every variant alike. Short rounds matter here:
+rounds is printed, so that a change in machine load hits every variant alike. Each variant starts from a
+quiet machine: ``OMP_SETTLE_S`` of sleep and one untimed call before its timed calls. Short rounds matter here:
 rounds of 10-20 calls per variant in a fixed order gave differences of 10-20% between variants that
 vanished when they alternated every few calls, and a call's time depends on what ran just before it
 (PyTorch's OpenMP worker keeps spinning for about 10 ms after a parallel op: a variant that always ran
@@ -74,7 +77,7 @@ from trtcheck.stitching import EngineModule
 MANY = trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::relu", "aten::hardswish"])
 DEFAULT = "default"
 TORCH_OPS = "same ops in PyTorch"
-TORCH_1 = "default, PyTorch 1 thr."
+CALLER_THREADS = "torch_threads=None"
 WRAPPER = "IOBinding wrapper"
 SETTLE_S = 0.2  # idle ONNX Runtime workers with spinning on spin for tens of ms after a run
 OMP_SETTLE_S = 0.03  # PyTorch's OpenMP workers spin about 10 ms after a parallel region (libgomp's default)
@@ -273,27 +276,28 @@ def bench_model(name: str, option_sets_: dict[str, ort.SessionOptions | dict | N
         if label == WRAPPER:  # the default options, called through onnxruntime.IOBinding's Python wrapper
             for engine in built.values():
                 engine._direct = None
-    torch_threads = {label: threads for label in option_sets_}
+    chosen = many.torch_threads  # what compile(torch_threads="auto") chose for the many-segment module
+    torch_threads = {label: chosen for label in option_sets_}  # the many-segment module's, per row
     diagnose = DEFAULT in option_sets_  # not in the global-pool child: nothing there depends on the pools
     if diagnose:
-        engines[("many", TORCH_1)] = engines[("many", DEFAULT)]
-        torch_threads[TORCH_1] = 1
+        engines[("many", CALLER_THREADS)] = engines[("many", DEFAULT)]
+        torch_threads[CALLER_THREADS] = None  # compile(torch_threads=None): PyTorch keeps the caller's threads
         engines[("many", TORCH_OPS)] = torch_segments(many)
-        torch_threads[TORCH_OPS] = threads
+        torch_threads[TORCH_OPS] = None  # eager kernels for the engines' ops, on the caller's threads
 
     def setup(label: str, built) -> Callable[[], None]:
         def install_and_set_threads() -> None:
             install(built)
-            torch.set_num_threads(torch_threads[label])
+            torch.set_num_threads(threads)
+            many.torch_threads = torch_threads[label]
         return install_and_set_threads
 
-    variants = {"eager": Variant(lambda: torch.set_num_threads(threads), lambda: model(*inputs))}
+    variants = {"eager": Variant(lambda: torch.set_num_threads(threads), lambda: model(*inputs), settle_s=OMP_SETTLE_S)}
     for (kind, label), built in engines.items():
         compiled = single if kind == "1 engine" else many
-        settle = OMP_SETTLE_S if torch_threads[label] == 1 else 0.0  # no OpenMP worker left spinning from before
         variants[f"{kind} | {label}"] = Variant(setup(label, built), (lambda m: lambda: m(*inputs))(compiled),
-                                                settle_s=settle, apart=label in APART)
-        if kind == "many" and label not in (TORCH_OPS, TORCH_1):
+                                                settle_s=OMP_SETTLE_S, apart=label in APART)
+        if kind == "many" and label not in (TORCH_OPS, CALLER_THREADS):
             variants[f"alone | {label}"] = Variant(setup(label, built), (lambda b: lambda: back_to_back(b, recorded))(built),
                                                    measures=True, settle_s=OMP_SETTLE_S, apart=label in APART)
     labels = list(torch_threads)
@@ -305,18 +309,21 @@ def bench_model(name: str, option_sets_: dict[str, ort.SessionOptions | dict | N
         profilers[label] = Profiler(many)  # reads the engines installed now (their run_times hooks)
         variants[f"profile | {label}"] = Variant(
             setup(label, engines[("many", label)]), (lambda p: lambda: p.run(*inputs))(profilers[label]),
-            settle_s=OMP_SETTLE_S if torch_threads[label] == 1 else 0.0, warm=lambda: many(*inputs), apart=label in APART)
+            settle_s=OMP_SETTLE_S, warm=lambda: many(*inputs), apart=label in APART)
     try:
         with torch.inference_mode():
             times = interleaved(variants, repeat, rounds, warmed=lambda: [p.samples.clear() for p in profilers.values()])
             profiles = {label: profiler.result() for label, profiler in profilers.items()}
     finally:
         torch.set_num_threads(threads)
+        many.torch_threads = chosen
         install(engines[("many", labels[0])])
     first = labels[0]
     eager = times["eager"]
+    during = chosen if chosen is not None else f"{threads} (the caller's)"
     print(f"\n{name}: {len(many.partition.segments)} segments ({len(many.engines)} engines), "
-          f"{profiles[first].boundaries} values crossing per call; eager {eager * 1e3:.2f} ms")
+          f"{profiles[first].boundaries} values crossing per call; PyTorch threads during a call "
+          f"(torch_threads='auto'): {during}; eager {eager * 1e3:.2f} ms")
     print(f"  {'options':22s} {'1 engine ms':>11s} {'many ms':>8s} {'many/eager':>10s} {'1eng/eager':>10s} "
           f"| profile of many: {'total':>7s} {'engines':>7s} {'torch':>7s} {'bound.':>7s} {'us/bound.':>9s} | {'alone':>6s}")
     for label in labels:
@@ -325,17 +332,17 @@ def bench_model(name: str, option_sets_: dict[str, ort.SessionOptions | dict | N
         one, alone = times.get(f"1 engine | {label}"), times.get(f"alone | {label}")
         one_text = f"{one * 1e3:11.2f}" if one is not None else f"{'':11s}"
         one_ratio = f"{one / eager:10.2f}" if one is not None else f"{'':10s}"
-        alone_text = f"{alone * 1e3:6.2f}" if alone is not None and torch_threads[label] == threads else f"{'':6s}"
+        alone_text = f"{alone * 1e3:6.2f}" if alone is not None else f"{'':6s}"
         print(f"  {label:22s} {one_text} {lots * 1e3:8.2f} {lots / eager:10.2f} {one_ratio} "
               f"| {'':16s} {p.total_s * 1e3:7.2f} {p.engine_s * 1e3:7.2f} {p.torch_s * 1e3:7.2f} {p.boundary_s * 1e3:7.2f} "
               f"{p.per_boundary_s * 1e6:9.1f} | {alone_text}", flush=True)
     if diagnose:
-        p, t, t1 = profiles[first], profiles[TORCH_OPS], profiles[TORCH_1]
+        p, t, caller = profiles[first], profiles[TORCH_OPS], profiles[CALLER_THREADS]
         one, alone = times[f"1 engine | {first}"], times[f"alone | {first}"]
         print(f"  where the many-segment time goes ({first}): engines {p.engine_s * 1e3:.2f} ms in the stitched run = "
               f"{alone * 1e3:.2f} ms alone (one engine: {one * 1e3:.2f} ms: {(alone - one) * 1e3:+.2f} ms for splitting) "
-              f"{(p.engine_s - alone) * 1e3:+.2f} ms for running between PyTorch segments ({t1.engine_s * 1e3:.2f} ms when "
-              f"PyTorch runs its segments on 1 thread); the same ops in PyTorch: {t.engine_s * 1e3:.2f} ms; "
+              f"{(p.engine_s - alone) * 1e3:+.2f} ms for running between PyTorch segments ({caller.engine_s * 1e3:.2f} ms "
+              f"when PyTorch keeps the caller's {threads} threads); the same ops in PyTorch: {t.engine_s * 1e3:.2f} ms; "
               f"Torch segments {p.torch_s * 1e3:.2f} ms, crossings {p.boundary_s * 1e3:.2f} ms", flush=True)
 
 

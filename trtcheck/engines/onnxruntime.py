@@ -169,8 +169,8 @@ class OnnxRuntimeEngine(Engine):
     * Running between PyTorch segments costs the engines 11-12 ms more: after every Torch segment (a relu)
       PyTorch's OpenMP worker spins for about 10 ms (libgomp's default wait policy, measured as CPU time
       burnt while the process sleeps), so on 2 cores an engine's two threads share the cores with a
-      spinning thread for the whole run. Measured in one run (``bench_segments`` rows "alone" and
-      "default, PyTorch 1 thr."): engines 35.2 ms in the stitched run, 22.8 ms back to back with no
+      spinning thread for the whole run. Measured in one run (``bench_segments``' "alone" row and a row
+      running PyTorch on one thread): engines 35.2 ms in the stitched run, 22.8 ms back to back with no
       PyTorch in between, 22.9 ms in the stitched run when PyTorch runs its segments on one thread (the
       whole module then takes 26.6 ms, 0.83 of eager's 32.2). In a process started with
       ``OMP_WAIT_POLICY=PASSIVE`` (``bench_segments --models resnet18 --omp-passive --rounds 25``, load
@@ -178,7 +178,13 @@ class OnnxRuntimeEngine(Engine):
       against 34.4 ms for eager in that process and 28.5 ms for eager in the default parent process (1.19
       there: many segments 33.8 ms, engines 31.0 ms in the run, 22.2 ms alone). The engine can neither stop
       PyTorch's workers from spinning (``OMP_WAIT_POLICY``/``GOMP_SPINCOUNT`` are read once, at start-up)
-      nor choose PyTorch's thread count for the Torch segments (that is the stitched module's call).
+      nor choose PyTorch's thread count for the Torch segments; the compiled module does: with
+      ``compile(torch_threads="auto")`` (the default) PyTorch runs on one thread during a call of a module
+      with engines whose PyTorch ops are all memory-bound (``stitching.auto_torch_threads``). Measured in
+      one run of ``python -m suites.benchmarks.bench_segments`` (load 0.5, 40 shuffled rounds x 3 calls):
+      resnet18 35 segments 24.03 ms against eager 27.30 (0.88x; 34.20 ms, 1.25x, with ``torch_threads=None``),
+      its engines 21.89 ms in the run against 22.16 ms back to back; mobilenet_v3_small 7.00 against 9.63
+      (0.73x; 7.57 with None).
     * Session options do not change that (``python -m suites.benchmarks.bench_segments --models resnet18
       --options``, load 0.7 rising to 4.3, 40 shuffled rounds x 3 calls, ms, many-segment / one engine):
       default 38.1 / 19.3 (eager 32.2); ``allow_spinning=0`` for the sole engine too 38.1 / 19.7;
