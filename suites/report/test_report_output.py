@@ -95,3 +95,24 @@ def test_the_cross_machine_warning_is_at_the_top_of_both_documents(bench_files, 
     assert text.index("**WARNING:** runs come from 2 different machines") < text.index("| model |")
     assert page.index("different machines") < page.index("<table>")
     assert "REGRESSED" not in text and "not checked" in text
+
+
+def test_the_latency_history_keeps_its_axes_with_the_whole_zoo(bench_files, tmp_path):
+    """With 130+ model/preset lines (the default matrix), a fixed-size figure gave the legend all the room and
+    the axes none: matplotlib warned and drew an empty strip. The figure must grow with the legend."""
+    import dataclasses
+    import warnings
+
+    runs = load_runs([bench_files["baseline"], bench_files["changed"]])
+    many = [
+        dataclasses.replace(run, groups=tuple(
+            dataclasses.replace(group, model=f"{group.model}_copy{copy}") for copy in range(70) for group in run.groups
+        ))
+        for run in runs
+    ]
+    assert len({group.label for group in many[0].groups}) >= 130
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "constrained_layout not applied because axes sizes collapsed to zero"
+        result = write_report(many, tmp_path)
+    plot = next(p for p in result.plots if p.name == "latency_history")
+    assert plot.path.read_bytes().startswith(PNG_SIGNATURE)

@@ -24,6 +24,8 @@ TENSORRT_COLOR = "#76b900"  # TensorRT segments: NVIDIA green
 TORCH_COLOR = "#ee4c2c"  # Torch segments: PyTorch orange
 BOUNDARY_COLOR = "#7f7f7f"  # boundary overhead: grey, time that is neither engine nor Torch work
 LOG_SPAN = 20.0  # a value axis spanning more than this factor is drawn in log scale
+LEGEND_ROWS = 45  # the most rows of one legend column of the latency history
+MARKERS = "os^Dv<>ph*"  # with more lines than colours, each ten lines get the next marker
 
 
 @dataclass(frozen=True)
@@ -107,17 +109,24 @@ def plot_speedup(run: Run, path: Path) -> Plot:
 def plot_latency_history(runs: Sequence[Run], path: Path) -> Plot:
     """One line per model/preset: stitched median (ms) at each run, runs in datetime order."""
     labels = list(dict.fromkeys(g.label for run in runs for g in run.groups))
-    figure = _figure(max(7.0, 1.5 + 1.1 * len(runs)), 4.8)
+    # The legend sits right of the axes, one row per line: with the whole zoo (130+ lines) a fixed figure
+    # left the axes no room at all. Columns of at most LEGEND_ROWS rows, each as wide as the longest label,
+    # and the figure grows to hold them; lines past the palette's ten colours differ by marker.
+    columns = max(1, -(-len(labels) // LEGEND_ROWS))
+    rows = -(-len(labels) // columns)
+    legend_width = columns * (0.6 + 0.065 * max((len(label) for label in labels), default=0))
+    figure = _figure(max(7.0, 1.5 + 1.1 * len(runs)) + legend_width, max(4.8, 1.4 + 0.17 * rows))
     axes = figure.add_subplot()
     values = []
-    for label, color in zip(labels, _palette(len(labels))):
+    for index, (label, color) in enumerate(zip(labels, _palette(len(labels)))):
+        marker = MARKERS[index // 10 % len(MARKERS)]
         xs, ys = [], []
         for position, run in enumerate(runs):
             group = next((g for g in run.groups if g.label == label), None)
             if group is not None and group.stitched_median is not None:
                 xs.append(position)
                 ys.append(group.stitched_median * 1e3)
-        axes.plot(xs, ys, marker="o", label=label, color=color)
+        axes.plot(xs, ys, marker=marker, label=label, color=color)
         values.extend(ys)
     _log_scale_if_wide(axes, values)
     several_machines = len({run.machine.identity for run in runs}) > 1
@@ -127,7 +136,7 @@ def plot_latency_history(runs: Sequence[Run], path: Path) -> Plot:
     axes.set_xlabel("run (UTC datetime" + (", machine" if several_machines else "") + ")")
     axes.set_ylabel("stitched median latency (ms)")
     axes.set_title("Stitched latency over time")
-    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncols=columns)
     axes.grid(alpha=0.3)
     caption = "Lower is better. Runs are evenly spaced in datetime order."
     if several_machines:
