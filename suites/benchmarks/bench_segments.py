@@ -264,9 +264,11 @@ def interleaved(variants: dict[str, Variant], repeat: int, rounds: int, warmup: 
 
 
 def bench_model(name: str, option_sets_: dict[str, ort.SessionOptions | dict | None], repeat: int, rounds: int) -> None:
-    model, inputs = models.get(name).build()
-    single = trtcheck.compile(model, inputs, backend="onnxruntime")
-    many = trtcheck.compile(model, inputs, MANY, backend="onnxruntime")
+    entry = models.get(name)
+    model, inputs = entry.build()
+    lowered = trtcheck.lower(model, inputs, dynamic_shapes=entry.dynamic_shapes)  # a dynamic entry's Dims kept
+    single = trtcheck.compile(model, inputs, backend="onnxruntime", lowered=lowered)
+    many = trtcheck.compile(model, inputs, MANY, backend="onnxruntime", lowered=lowered)
     recorded = recorded_inputs(many, inputs)
     threads = torch.get_num_threads()
     # Engines for every option set, installed into the two compiled modules before each variant is timed.
