@@ -9,6 +9,8 @@ import pytest
 
 from suites.report.report_runs import SLOW_MODEL
 from trtcheck.report import load_runs, write_report
+from trtcheck.report.plots import SPEEDUP_MODELS_PER_ROW
+from trtcheck.report.render import WIDE_PX
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PLOTS = ("speedup", "latency_history", "compile_times", "segments", "time_breakdown")
@@ -114,5 +116,18 @@ def test_the_latency_history_keeps_its_axes_with_the_whole_zoo(bench_files, tmp_
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # "constrained_layout not applied because axes sizes collapsed to zero"
         result = write_report(many, tmp_path)
-    plot = next(p for p in result.plots if p.name == "latency_history")
-    assert plot.path.read_bytes().startswith(PNG_SIGNATURE)
+    plots = {p.name: p for p in result.plots}
+    assert plots["latency_history"].path.read_bytes().startswith(PNG_SIGNATURE)
+    # The speedup bars wrap into rows of SPEEDUP_MODELS_PER_ROW models (one row of 140 models was 70 inches
+    # wide), and a plot wider than a page column spans the page.
+    presets = len({g.preset for g in many[-1].groups})
+    assert png_width(plots["speedup"].path) <= round(100 * (1.2 + 0.5 * SPEEDUP_MODELS_PER_ROW * presets))
+    page = result.html.read_text()
+    for plot in result.plots:
+        wide = png_width(plot.path) > WIDE_PX
+        assert (f'<figure id="plot-{plot.name}" class="wide">' in page) == wide, plot.name
+    assert 'id="plot-latency_history" class="wide"' in page
+
+
+def png_width(path) -> int:
+    return int.from_bytes(path.read_bytes()[16:20], "big")

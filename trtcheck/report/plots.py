@@ -25,7 +25,8 @@ TORCH_COLOR = "#ee4c2c"  # Torch segments: PyTorch orange
 BOUNDARY_COLOR = "#7f7f7f"  # boundary overhead: grey, time that is neither engine nor Torch work
 LOG_SPAN = 20.0  # a value axis spanning more than this factor is drawn in log scale
 LEGEND_ROWS = 45  # the most rows of one legend column of the latency history
-MARKERS = "os^Dv<>ph*"  # with more lines than colours, each ten lines get the next marker
+MARKERS = "os^Dv<>ph*"
+SPEEDUP_MODELS_PER_ROW = 8  # models per row of the speedup plot  # with more lines than colours, each ten lines get the next marker
 
 
 @dataclass(frozen=True)
@@ -78,30 +79,37 @@ def _models_and_presets(groups: Sequence[Group]) -> tuple[list[str], list[str]]:
 
 
 def plot_speedup(run: Run, path: Path) -> Plot:
-    """Grouped bars: per model, one bar per preset, eager median / stitched median; a line at 1.0."""
+    """Grouped bars: per model, one bar per preset, eager median / stitched median; a line at 1.0.
+
+    At most ``SPEEDUP_MODELS_PER_ROW`` models per row of bars, rows stacked with one y scale: the whole zoo
+    in one row made a figure 67 inches wide, shrunk to a strip in the report's page.
+    """
     models, presets = _models_and_presets(run.groups)
-    figure = _figure(max(6.0, 1.2 + 0.5 * len(models) * max(len(presets), 1)), 4.5)
-    axes = figure.add_subplot()
+    rows = [models[start:start + SPEEDUP_MODELS_PER_ROW] for start in range(0, len(models), SPEEDUP_MODELS_PER_ROW)] or [[]]
+    columns = max(len(row) for row in rows)
+    figure = _figure(max(6.0, 1.2 + 0.5 * columns * max(len(presets), 1)), 4.5 * len(rows))
+    grid = figure.subplots(len(rows), 1, sharey=True, squeeze=False)[:, 0]
     width = 0.8 / max(len(presets), 1)
-    values = []
-    for index, (preset, color) in enumerate(zip(presets, _palette(len(presets)))):
-        xs, heights = [], []
-        for position, model in enumerate(models):
-            group = run.group(model, preset)
-            if group is not None and group.speedup is not None:
-                xs.append(position - 0.4 + width * (index + 0.5))
-                heights.append(group.speedup)
-        bars = axes.bar(xs, heights, width, label=preset, color=color)
-        axes.bar_label(bars, labels=[format_speedup(h) for h in heights], fontsize=8, padding=2)
-        values.extend(heights)
-    axes.axhline(1.0, color="black", linestyle="--", linewidth=1, label="1.0 (as fast as eager)")
-    if not _log_scale_if_wide(axes, values + [1.0]):
-        axes.set_ylim(0, max(values + [1.0]) * 1.18)  # room for the bar labels
-    axes.set_xticks(range(len(models)), models, rotation=20 if len(models) > 4 else 0, ha="right" if len(models) > 4 else "center")
-    axes.set_ylabel("speedup (eager median / stitched median)")
-    axes.set_title(f"Speedup of stitched over eager, latest run ({run.datetime:%Y-%m-%d %H:%M})")
-    axes.legend(title="preset", fontsize=8, loc="best")
-    axes.grid(axis="y", alpha=0.3)
+    values = [g.speedup for g in run.groups if g.speedup is not None]
+    for axes, row in zip(grid, rows):
+        for index, (preset, color) in enumerate(zip(presets, _palette(len(presets)))):
+            xs, heights = [], []
+            for position, model in enumerate(row):
+                group = run.group(model, preset)
+                if group is not None and group.speedup is not None:
+                    xs.append(position - 0.4 + width * (index + 0.5))
+                    heights.append(group.speedup)
+            bars = axes.bar(xs, heights, width, label=preset, color=color)
+            axes.bar_label(bars, labels=[format_speedup(h) for h in heights], fontsize=8, padding=2)
+        axes.axhline(1.0, color="black", linestyle="--", linewidth=1, label="1.0 (as fast as eager)")
+        axes.set_xticks(range(len(row)), row, rotation=20 if len(row) > 4 else 0, ha="right" if len(row) > 4 else "center")
+        axes.set_xlim(-0.5, columns - 0.5)  # every row's models as wide as the first row's
+        axes.set_ylabel("speedup (eager / stitched)")
+        axes.grid(axis="y", alpha=0.3)
+    if not _log_scale_if_wide(grid[0], values + [1.0]):  # the y axis is shared: one call scales every row
+        grid[0].set_ylim(0, max(values + [1.0]) * 1.18)  # room for the bar labels
+    grid[0].set_title(f"Speedup of stitched over eager, latest run ({run.datetime:%Y-%m-%d %H:%M})")
+    grid[0].legend(title="preset", fontsize=8, loc="best")
     caption = "Above the dashed line the stitched module is faster than eager PyTorch."
     return Plot("speedup", "Speedup of stitched over eager", caption, _save(figure, path))
 
@@ -168,7 +176,8 @@ def _horizontal_stacked(
         bars = axes.barh(labels, widths, left=left, label=name, color=color)
         axes.bar_label(bars, labels=[fmt.format(w) if w and w >= readable else "" for w in widths], label_type="center", fontsize=9)
         left = [a + b for a, b in zip(left, widths)]
-    axes.invert_yaxis()  # the first group on top, as in the table
+    # The first group on top, as in the table, and no margin: matplotlib's 5% of 130 rows left 6 empty rows.
+    axes.set_ylim(len(labels) - 0.5, -0.5)
     if integer:
         from matplotlib.ticker import MaxNLocator
 

@@ -205,6 +205,7 @@ tr.regressed td { background: #fde5e3; font-weight: 600; }
 td.fail, li.fail { color: #b00020; font-weight: 700; }
 .plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(620px, 1fr)); gap: 18px; }
 figure { margin: 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figure.wide { grid-column: 1 / -1; }  /* a plot drawn wider than a column gets the page's width */
 figcaption { font-size: 12px; color: #555; }
 """
 
@@ -228,6 +229,14 @@ def _html_table(
 
 def _data_uri(plot: Plot) -> str:
     return "data:image/png;base64," + base64.b64encode(plot.path.read_bytes()).decode("ascii")
+
+
+WIDE_PX = 1000  # a plot wider than this spans every column of the page: at a column's 620 px it would be unreadable
+
+
+def _png_width(plot: Plot) -> int:
+    """The PNG's width in pixels, from its header (IHDR: the 4 bytes after the signature, length and type)."""
+    return int.from_bytes(plot.path.read_bytes()[16:20], "big")
 
 
 def render_html(summary: Summary, plots: Sequence[Plot]) -> str:
@@ -260,8 +269,10 @@ def render_html(summary: Summary, plots: Sequence[Plot]) -> str:
     parts.append(f"<p>Speedup = eager median / stitched median (above 1: the stitched module is faster). {html.escape(OVERHEAD_NOTE)}</p>")
     parts.append('<h2>Plots</h2><div class="plots">')
     for plot in plots:
+        wide = ' class="wide"' if _png_width(plot) > WIDE_PX else ""
         parts.append(
-            f'<figure id="plot-{html.escape(plot.name)}"><img alt="{html.escape(plot.title)}" src="{_data_uri(plot)}">'
+            f'<figure id="plot-{html.escape(plot.name)}"{wide}>'
+            f'<img alt="{html.escape(plot.title)}" src="{_data_uri(plot)}">'
             f"<figcaption>{html.escape(plot.caption)}</figcaption></figure>"
         )
     parts.append("</div>")
