@@ -7,7 +7,6 @@ the one place that defines them.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from trtcheck.lowering import value_bytes
 from trtcheck.partitioning.partition import Partition, Target
 
 SCHEMA_VERSION = 1
@@ -55,13 +55,11 @@ def boundary_traffic(partition: Partition) -> tuple[int, int]:
     count, size = 0, 0
     for segment in partition.segments:
         for value in segment.inputs:
-            meta = value.meta.get("val")
             producer_is_input = value.op == "placeholder"
             if segment.target is Target.TORCH and producer_is_input:
                 continue  # a graph input read by PyTorch crosses no engine boundary
             count += 1
-            if isinstance(meta, torch.Tensor):
-                size += math.prod(int(d) for d in meta.shape) * meta.element_size()
+            size += value_bytes(value)  # at the example's sizes: never int() a symbolic size (a guard)
     return count, size
 
 

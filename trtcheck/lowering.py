@@ -202,6 +202,32 @@ def _module_of(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     return gm
 
 
+def size_hint(size: int | torch.SymInt) -> int:
+    """The example's value of one size of a lowered graph's metadata, read without a guard.
+
+    ``int(size)`` (or ``size.numel()``, ``size > 1``) on a SymInt installs a guard in the shape environment
+    that every copy of a lowering shares, replacing the symbol by the example's size for good: later
+    engines, signatures and checks then see a static graph (``shape_analysis.specialized_symbols``).
+    An unbacked size (a data-dependent one, with no example value) reads as 0.
+    """
+    if isinstance(size, int):
+        return size
+    hint = size.node.hint
+    return int(hint) if hint is not None else 0
+
+
+def value_bytes(node: torch.fx.Node) -> int:
+    """Bytes of the value ``node`` produces at the example's sizes (0 for a non-Tensor): what crossing a
+    segment boundary moves, for the partitioner's costs and the benchmarks' ``boundary_bytes`` alike."""
+    value = node.meta.get("val")
+    if not isinstance(value, torch.Tensor):
+        return 0
+    count = 1
+    for size in value.shape:
+        count *= size_hint(size)
+    return count * value.element_size()
+
+
 def expression_bounds(expr: Any, ranges: Mapping[str, tuple[int | None, int | None]]) -> tuple[int | None, int | None]:
     """(min, max) of a sympy expression over its symbols' ``ranges`` (None: unbounded that way); a symbol
     without a range counts as any size (at least 0, no max)."""

@@ -23,7 +23,7 @@ from torch.utils.flop_counter import flop_registry
 
 from trtcheck.engines import Engine
 from trtcheck.errors import EngineRuntimeError, SettingsError, TrtcheckError
-from trtcheck.lowering import dim_names, symbol_ranges
+from trtcheck.lowering import dim_names, size_hint, symbol_ranges
 from trtcheck.partitioning.partition import Partition, Segment, Target
 
 
@@ -149,12 +149,8 @@ def recorded_stride(value: torch.fx.Node) -> tuple[int, ...] | DimOrder | None:
     return None if 0 in stride else stride
 
 
-def _hint(size: int | torch.SymInt) -> int:
-    return size if isinstance(size, int) else int(size.node.hint)
-
-
 def _symbolic_layout(meta: torch.Tensor) -> DimOrder | None:
-    shape, stride = [_hint(d) for d in meta.shape], [_hint(s) for s in meta.stride()]
+    shape, stride = [size_hint(d) for d in meta.shape], [size_hint(s) for s in meta.stride()]
     if 0 in stride or 0 in shape or max(shape, default=1) <= 1:
         return None
     order = tuple(sorted(range(len(shape)), key=lambda d: (-stride[d], d)))

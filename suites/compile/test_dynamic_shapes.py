@@ -217,6 +217,32 @@ def test_compiling_never_fixes_a_dynamic_size(preset):
     assert isinstance(placeholder.meta["val"].shape[1], torch.SymInt)
 
 
+def test_what_reads_a_compiled_module_never_fixes_a_dynamic_size():
+    """What the benchmarks and reports read after compiling must not guard either: ``boundary_traffic`` used
+    ``int(size)`` for bytes, which fixed ``seq`` to 16 for every later test of the shared lowering (the
+    matrix failed whenever a benchmark of the model ran before its verification), and ``optimal``'s byte
+    costs used ``int(numel)``."""
+    from trtcheck.benchmarking import boundary_traffic, extra_info
+    from trtcheck.lowering import value_bytes
+    from trtcheck.shape_analysis import specialized_symbols
+
+    entry = models.get("transformer_encoder_dynamic_seq")
+    model, inputs = entry.build()
+    gm = trtcheck.lower(model, inputs, dynamic_shapes=entry.dynamic_shapes)
+    for segmentation in ("dependency_aware", "optimal"):
+        settings = trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::relu"], segmentation=segmentation)
+        compiled = trtcheck.compile(model, inputs, settings, "onnxruntime", lowered=gm)
+        count, size = boundary_traffic(compiled.partition)
+        profile = trtcheck.profile(compiled, inputs).to_dict()
+        info = extra_info(entry.name, "torch_relu", "stitched", "onnxruntime", compiled, profile=profile)
+        compiled.partition.explain(), str(compiled.partition)
+        assert count > 0 and info["boundary_bytes"] == size > 0
+        assert specialized_symbols(gm) == {}, segmentation
+    (placeholder,) = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    assert value_bytes(placeholder) == inputs[0].numel() * inputs[0].element_size()  # at the example's size
+    assert specialized_symbols(gm) == {}
+
+
 def test_verify_reports_a_size_fixed_while_compiling(monkeypatch):
     """Put the bug back: a stitching step that compares a symbolic size makes verify fail, naming the size."""
     from trtcheck import stitching

@@ -38,7 +38,6 @@ so ``optimal`` never makes more segments than ``dependency_aware`` (``partitione
 from __future__ import annotations
 
 import dataclasses
-import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,22 +46,11 @@ import torch
 import torch.fx
 from torch import Tensor
 
-from trtcheck.lowering import is_mutable_state
+from trtcheck.lowering import is_mutable_state, value_bytes
 from trtcheck.partitioning.partition import Segment, Target, is_tensor_value
 
 _TRT, _TORCH = 0, 1
 _LOCAL_SEARCH_PASSES = 3
-
-
-def value_bytes(node: torch.fx.Node) -> int:
-    """Bytes of one value crossing a boundary (0 for a non-Tensor: ``benchmarking.boundary_traffic`` counts alike)."""
-    value = node.meta.get("val")
-    if isinstance(value, torch.Tensor):
-        try:
-            return int(value.numel()) * value.element_size()
-        except Exception:  # noqa: BLE001 - a symbolic size: count its static dimensions, as boundary_traffic
-            return math.prod(int(d) for d in value.shape) * value.element_size()
-    return 0
 
 
 def boundary_bytes(segments: Sequence[Segment]) -> int:
