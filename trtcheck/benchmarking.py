@@ -15,6 +15,7 @@ import torch
 import torch.fx
 
 from trtcheck.lowering import value_bytes
+from trtcheck.partitioning.optimal import crossing_values
 from trtcheck.partitioning.partition import Partition, Target
 
 SCHEMA_VERSION = 1
@@ -52,15 +53,8 @@ def flush_denormals() -> Iterator[bool]:
 
 def boundary_traffic(partition: Partition) -> tuple[int, int]:
     """Values crossing between segments (or from graph inputs into engines) per call, and their bytes."""
-    count, size = 0, 0
-    for segment in partition.segments:
-        for value in segment.inputs:
-            producer_is_input = value.op == "placeholder"
-            if segment.target is Target.TORCH and producer_is_input:
-                continue  # a graph input read by PyTorch crosses no engine boundary
-            count += 1
-            size += value_bytes(value)  # at the example's sizes: never int() a symbolic size (a guard)
-    return count, size
+    values = list(crossing_values(partition.segments))
+    return len(values), sum(map(value_bytes, values))  # bytes at the example's sizes (lowering.value_bytes)
 
 
 def extra_info(

@@ -85,7 +85,6 @@ class Conversion(Converted):
     branches: dict[str, BranchConversion] = field(default_factory=dict)  # torch.cond/while_loop branches (control_flow.py)
 
 
-
 def convert(
     model: torch.nn.Module,
     example_inputs: Sequence[Any],
@@ -119,16 +118,24 @@ def convert(
     if check_shapes:
         mismatches = clock.run("shape_analysis", find_mismatches, partition, _flat_inputs(gm, args, kwargs))
         mismatched = _mismatched_segments(partition, mismatches)
+    onnx_models, errors = convert_segments(partition, clock)
+    branches = convert_branches(partition, clock)
+    return Conversion(gm, partition, onnx_models, errors, args, kwargs, mismatched=mismatched, branches=branches)
+
+
+def convert_segments(partition: Partition, clock: _Clock) -> tuple[dict[int, bytes], dict[int, Exception]]:
+    """The serialized ONNX of every TensorRT segment of ``partition`` that converts, and the error of every
+    one that does not (by segment index): one segment's failure is contained, reported, never raised."""
     onnx_models: dict[int, bytes] = {}
     errors: dict[int, Exception] = {}
     for index, segment in enumerate(partition.segments):
         if segment.target is Target.TENSORRT:
             try:
-                onnx_models[index] = clock.run("conversion", segment_to_onnx, segment_module(gm, segment)).SerializeToString()
+                model = clock.run("conversion", segment_to_onnx, segment_module(partition.graph_module, segment))
+                onnx_models[index] = model.SerializeToString()
             except Exception as error:  # noqa: BLE001 - any failure of one segment is contained and reported
                 errors[index] = error
-    branches = convert_branches(partition, clock)
-    return Conversion(gm, partition, onnx_models, errors, args, kwargs, mismatched=mismatched, branches=branches)
+    return onnx_models, errors
 
 
 def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_tensorrt.compile
@@ -195,7 +202,7 @@ def build_engines(
     keyed by their segments' indices after those fallbacks (which merge segments). ``where`` names the
     control-flow branch in errors (``"true_graph_0"``); ``ranges`` the graph's symbol ranges (``symbol_ranges``).
     """
-    mismatched = dict(mismatched or {})
+    mismatched = mismatched or {}
     engines: dict[int, Engine] = {}
     failures = {**errors, **mismatched}
     for index, onnx_bytes in onnx_models.items():

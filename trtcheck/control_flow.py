@@ -31,11 +31,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
-from trtcheck.conversion import segment_to_onnx
 from trtcheck.lowering import symbol_ranges
 from trtcheck.partitioning.control_flow import branch_names, is_control_flow
-from trtcheck.partitioning.extract import segment_module
-from trtcheck.partitioning.partition import Partition, Target
+from trtcheck.partitioning.partition import Partition
 from trtcheck.stitching import EngineModule, stitch
 
 if TYPE_CHECKING:
@@ -85,15 +83,9 @@ def convert_branches(partition: Partition, clock: Any) -> dict[str, BranchConver
 
 
 def _convert(partition: Partition, clock: Any) -> BranchConversion:
-    onnx_models: dict[int, bytes] = {}
-    errors: dict[int, Exception] = {}
-    for index, segment in enumerate(partition.segments):
-        if segment.target is Target.TENSORRT:
-            try:
-                model = clock.run("conversion", segment_to_onnx, segment_module(partition.graph_module, segment))
-                onnx_models[index] = model.SerializeToString()
-            except Exception as error:  # noqa: BLE001 - any failure of one segment is contained and reported
-                errors[index] = error
+    from trtcheck.compiler import convert_segments  # it imports this module
+
+    onnx_models, errors = convert_segments(partition, clock)
     return BranchConversion(partition, onnx_models, errors, convert_branches(partition, clock))
 
 

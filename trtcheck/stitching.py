@@ -183,6 +183,7 @@ class _Size:
     min: int
     max: int | None
     label: str = ""  # the expression in the user's Dim names ("batch", "2*seq"), else the symbols'
+    alias: str = ""  # the Dim's name when it is not the symbol's own: one Dim may be two symbols (see check)
 
     def __str__(self) -> str:
         return f"{self.label or self.expr} in [{self.min}, {'inf' if self.max is None else self.max}]"
@@ -268,6 +269,7 @@ class InputSignature:
             leaves, spec = tree_flatten((args, kwargs))
         restrided = False
         symbols: dict[sympy.Symbol, tuple[int, int]] = {}  # symbol -> (value, the flat input that set it)
+        aliases: dict[str, tuple[int, int]] = {}  # Dim name -> the same
         if spec != self.spec:
             raise InputMismatchError(
                 f"the compiled module takes ({self.describe()}), but was called with {len(args)} positional and "
@@ -281,15 +283,14 @@ class InputSignature:
                 if expected.sizes is not None:
                     if value.dtype != expected.dtype or value.device != expected.device or value.dim() != len(expected.sizes):
                         raise self._mismatch(index, f"expected {_describe_leaf(expected)}, got {_describe_leaf(value)}")
-                    self._check_sizes(index, value, expected.sizes, symbols)
+                    self._check_sizes(index, value, expected.sizes, symbols, aliases)
                     if expected.order is not None and value.numel() > 1:
                         if expected.order == tuple(range(value.dim())):  # contiguous (size-1 strides are free)
-                            if not value.is_contiguous():
-                                leaves[index], restrided = value.contiguous(), True
+                            laid_out = value.contiguous()
                         else:
-                            stride = _strides_in_order(value.shape, expected.order)
-                            if value.stride() != stride:
-                                leaves[index], restrided = restride(value, stride), True
+                            laid_out = restride_in_order(value, expected.order)
+                        if laid_out is not value:
+                            leaves[index], restrided = laid_out, True
                     continue
                 if value.shape != expected.shape or value.dtype != expected.dtype or value.device != expected.device:
                     raise self._mismatch(index, f"expected {_describe_leaf(expected)}, got {_describe_leaf(value)}")
@@ -304,9 +305,10 @@ class InputSignature:
                 )
         return leaves if restrided else None
 
-    def _check_sizes(self, index: int, value: torch.Tensor, sizes: Sequence[int | _Size], symbols: dict) -> None:
+    def _check_sizes(self, index: int, value: torch.Tensor, sizes: Sequence[int | _Size], symbols: dict, aliases: dict) -> None:
         """Each size of ``value`` against the compiled one: static sizes exactly, a symbol within its range and
-        equal wherever it recurs (in this input or an earlier one), an expression (``2*s0``) to its value."""
+        equal wherever it or its Dim recurs (in this input or an earlier one), an expression (``2*s0``) to its
+        value. ``symbols`` and ``aliases`` (by Dim name) hold the sizes earlier inputs set."""
         derived = []
         for dim, (size, got) in enumerate(zip(sizes, value.shape)):
             if isinstance(size, int):
@@ -321,15 +323,16 @@ class InputSignature:
             seen = symbols.setdefault(size.expr, (got, index))
             # One Dim given for several inputs is one size, also where export made it two symbols (it does for
             # some small ranges): the user's name is checked as well as the symbol.
-            if size.label and size.label != str(size.expr):
-                seen = symbols.setdefault(size.label, seen) if seen[0] == got else seen
+            if size.alias and seen[0] == got:
+                seen = aliases.setdefault(size.alias, seen)
             if seen[0] != got:
                 raise self._mismatch(
                     index, f"dim {dim} is {got}, but it is {size.label or size.expr}, which {self.names[seen[1]]!r} set to {seen[0]}"
                 )
+        values = {symbol: value for symbol, (value, _) in symbols.items()}
         for dim, size, got in derived:
-            if size.expr.free_symbols <= {s for s in symbols if isinstance(s, sympy.Symbol)}:
-                want = int(size.expr.xreplace({s: v for s, (v, _) in symbols.items() if isinstance(s, sympy.Symbol)}))
+            if size.expr.free_symbols <= values.keys():
+                want = int(size.expr.xreplace(values))
                 if got != want:
                     raise self._mismatch(index, f"dim {dim} is {got}, but it is {size.label or size.expr} = {want} for these inputs")
 
@@ -364,7 +367,9 @@ def _size(size: int | torch.SymInt, ranges: Mapping[str, tuple[int, int | None]]
     from trtcheck.shape_analysis import dim_range, named  # it imports this package's engines
 
     bounds = dim_range(size, ranges)
-    return _Size(size.node.expr, bounds.min, bounds.max, named(size.node.expr, names))
+    label = named(size.node.expr, names)
+    alias = label if isinstance(size.node.expr, sympy.Symbol) and label != str(size.node.expr) else ""
+    return _Size(size.node.expr, bounds.min, bounds.max, label, alias)
 
 
 def _order(example: torch.Tensor) -> tuple[int, ...] | None:
@@ -510,7 +515,6 @@ class CompiledModule(torch.nn.Module):
         torch_threads: int | str | None = None,
     ) -> None:
         super().__init__()
-        check_torch_threads(torch_threads)
         self.graph_module = graph_module
         self.signature = signature
         self.compile_times = compile_times
@@ -535,8 +539,10 @@ class CompiledModule(torch.nn.Module):
         leaves = self.signature.check(args, kwargs)
         if leaves is not None:
             args, kwargs = tree_unflatten(leaves, self.signature.spec)
+        if self.torch_threads is None:
+            return graph_module(*args, **kwargs)
         previous = torch.get_num_threads()
-        if self.torch_threads is None or self.torch_threads == previous:
+        if self.torch_threads == previous:
             return graph_module(*args, **kwargs)
         torch.set_num_threads(self.torch_threads)
         try:

@@ -16,7 +16,7 @@ import torch
 import trtcheck
 import trtcheck_zoo as models
 from suites.partitioning.test_control_flow import NestedCond
-from trtcheck import Target
+from trtcheck import Target, compiler
 from trtcheck.compiler import convert
 from trtcheck.control_flow import WithoutAutograd, branch_determinism_violations
 from trtcheck.lowering import LoweringCache
@@ -128,10 +128,15 @@ def test_a_forced_op_inside_a_branch_splits_its_engines(cond_model):
 def test_a_branch_segment_that_fails_to_convert_falls_back_and_is_reported(cond_model, monkeypatch):
     model, inputs = cond_model
 
-    def refuse(module):
-        raise RuntimeError("no ONNX for this branch segment")
+    convert_segments = compiler.convert_segments
 
-    monkeypatch.setattr("trtcheck.control_flow.segment_to_onnx", refuse)  # branches only: the parent converts
+    def refuse_in_branches(partition, clock):  # the parent (the one partition with branches) converts
+        if partition.subpartitions:
+            return convert_segments(partition, clock)
+        tensorrt = [i for i, segment in enumerate(partition.segments) if segment.target is Target.TENSORRT]
+        return {}, {i: RuntimeError("no ONNX for this branch segment") for i in tensorrt}
+
+    monkeypatch.setattr(compiler, "convert_segments", refuse_in_branches)
     compiled = trtcheck.compile(model, inputs, trtcheck.Settings(min_block_size=5))
     true = compiled.partition.subpartitions["true_graph_0"]
     assert [s.target for s in true.segments] == [Target.TORCH]

@@ -20,11 +20,14 @@ import torch.fx
 
 from trtcheck.conversion import segment_to_onnx
 from trtcheck.conversion.ops.trt_onnx_ops import TENSORRT_ONNX_OPS, TENSORRT_ONNX_TYPES
+from trtcheck.lowering import _drop_guards
 
 aten = torch.ops.aten
 
 
-class _Wrap(torch.nn.Module):
+class Fn(torch.nn.Module):
+    """A function of tensors as a module (export takes modules), for one-op models in tests."""
+
     def __init__(self, fn: Callable[..., Any]) -> None:
         super().__init__()
         self.fn = fn
@@ -33,18 +36,19 @@ class _Wrap(torch.nn.Module):
         return self.fn(*args)
 
 
-def export_graph(fn: Callable[..., Any] | torch.nn.Module, args: Sequence[Any], decompose: bool = False
-                 ) -> torch.fx.GraphModule:
-    """The fx GraphModule the partitioner would see for ``fn(*args)``, minus the guards call."""
-    module = fn if isinstance(fn, torch.nn.Module) else _Wrap(fn)
+def export_graph(fn: Callable[..., Any] | torch.nn.Module, args: Sequence[Any], decompose: bool = False,
+                 dynamic_shapes: Any = None) -> torch.fx.GraphModule:
+    """The fx GraphModule the partitioner would see for ``fn(*args)``, minus the guards call. A function's
+    ``dynamic_shapes`` list one entry per argument (``Fn.forward(*args)`` takes them as one tuple)."""
+    module = fn if isinstance(fn, torch.nn.Module) else Fn(fn)
+    if dynamic_shapes is not None and isinstance(module, Fn):
+        dynamic_shapes = (tuple(dynamic_shapes),)
     with torch.no_grad():
-        ep = torch.export.export(module.eval(), tuple(args))
+        ep = torch.export.export(module.eval(), tuple(args), dynamic_shapes=dynamic_shapes)
         if decompose:
             ep = ep.run_decompositions()
     gm = ep.module()
-    for node in list(gm.graph.nodes):
-        if node.op == "call_module" and node.target == "_guards_fn":
-            gm.graph.erase_node(node)
+    _drop_guards(gm)
     return gm
 
 
@@ -161,13 +165,3 @@ def nonzero_int(*shape: int, dtype: torch.dtype = torch.int64, seed: int = 0) ->
 def bools(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.rand(shape, generator=torch.Generator().manual_seed(seed)) > 0.5
 
-
-class Fn(torch.nn.Module):
-    """A lambda as a module, for one-op models in tests."""
-
-    def __init__(self, fn) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)

@@ -23,23 +23,12 @@ import torch.fx
 from torch.export import Dim
 
 import trtcheck
-from suites.converters.converter_harness import emitted_ops, tensorrt_type_violations
+from suites.converters.converter_harness import Fn, emitted_ops, export_graph, randn, tensorrt_type_violations
 from trtcheck.conversion import segment_to_onnx
 from trtcheck.conversion.ops.trt_onnx_ops import TENSORRT_ONNX_OPS
 from trtcheck.partitioning.extract import segment_module
 from trtcheck.partitioning.partition import Partition, Segment, Target
 from trtcheck.partitioning.partitioner import partition_graph
-
-
-class Wrap(torch.nn.Module):
-    """A function of tensors as a module (export takes modules)."""
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: Any) -> Any:
-        return self.fn(*args)
 
 
 @dataclass(frozen=True)
@@ -72,17 +61,11 @@ def export(fn: Callable[..., Any] | torch.nn.Module, args: Sequence[Any], dynami
            decompose: bool = False) -> torch.fx.GraphModule:
     """The graph the partitioner sees: ``trtcheck.lower`` (core ATen) with ``decompose``, else the exported
     graph as it is, so an overload the function calls directly stays in it."""
-    module = fn if isinstance(fn, torch.nn.Module) else Wrap(fn)
-    shapes = (tuple(dynamic_shapes),) if isinstance(module, Wrap) else dynamic_shapes  # forward(*args): one tuple
-    if decompose:
-        return trtcheck.lower(module.eval(), tuple(args), dynamic_shapes=shapes)
-    with torch.no_grad():
-        gm = torch.export.export(module.eval(), tuple(args), dynamic_shapes=shapes).module()
-    for node in list(gm.graph.nodes):
-        if node.op == "call_module" and node.target == "_guards_fn":
-            gm.graph.erase_node(node)
-    gm.recompile()
-    return gm
+    if not decompose:
+        return export_graph(fn, args, dynamic_shapes=dynamic_shapes)
+    module = fn if isinstance(fn, torch.nn.Module) else Fn(fn)
+    shapes = (tuple(dynamic_shapes),) if isinstance(module, Fn) else dynamic_shapes  # forward(*args): one tuple
+    return trtcheck.lower(module.eval(), tuple(args), dynamic_shapes=shapes)
 
 
 def only_segment(partition: Partition) -> Segment:
@@ -130,7 +113,7 @@ def eager(fn: Callable[..., Any] | torch.nn.Module, args: Sequence[Any]) -> list
 
 def check_case(case: DynCase) -> onnx.ModelProto:
     """Export at the example size, convert once, and match eager PyTorch at every size of ``case.sizes()``."""
-    dim = Dim(f"d_{abs(hash(case.id)) % 10**6}", min=case.low, max=case.high)
+    dim = Dim("n", min=case.low, max=case.high)
     gm = export(case.fn, case.inputs(case.example), case.dims(dim), case.decompose)
     present = {n.target for n in gm.graph.nodes if n.op == "call_function"}
     missing = [t for t in case.targets if t not in present]
@@ -152,27 +135,6 @@ def _symbolic(node: torch.fx.Node) -> bool:
     if isinstance(value, torch.Tensor):
         return not all(isinstance(d, int) for d in value.shape)
     return isinstance(value, torch.SymInt)
-
-
-def randn(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
-
-
-def positive(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.rand(shape, generator=torch.Generator().manual_seed(seed)) * 3 + 0.1
-
-
-def unit(*shape: int, seed: int = 0) -> torch.Tensor:
-    """Values in (-0.9, 0.9): the domain of asin/acos/atanh."""
-    return (torch.rand(shape, generator=torch.Generator().manual_seed(seed)) * 2 - 1) * 0.9
-
-
-def randint(*shape: int, low: int = -10, high: int = 10, seed: int = 0) -> torch.Tensor:
-    return torch.randint(low, high, shape, generator=torch.Generator().manual_seed(seed))
-
-
-def bools(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.rand(shape, generator=torch.Generator().manual_seed(seed)) > 0.5
 
 
 # ---- SymInt targets in the static case table ------------------------------------------------------------------

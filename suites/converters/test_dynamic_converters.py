@@ -19,21 +19,17 @@ import torchvision
 from torch.export import Dim
 
 import trtcheck
+from suites.converters.converter_harness import Fn, bools, nonzero_int, positive, randint, randn, unit
 from suites.converters.dynamic_harness import (
+    SYMINT_CASES,
     DynCase,
-    Wrap,
-    bools,
     check_case,
     convert_segment,
     eager,
     export,
     only_segment,
-    positive,
-    randint,
-    randn,
     run_segment,
     session,
-    unit,
 )
 from trtcheck import converters
 from trtcheck.conversion import ConversionContext, ConversionError, segment_to_onnx
@@ -83,11 +79,6 @@ def _small_ints(*shape: int, seed: int = 0) -> torch.Tensor:
     return randint(*shape, low=-2, high=3, seed=seed).float()
 
 
-def _nonzero_ints(*shape: int, seed: int = 0) -> torch.Tensor:
-    x = randint(*shape, low=1, high=7, seed=seed)
-    return torch.where(randint(*shape, low=0, high=2, seed=seed + 1) == 0, -x, x)
-
-
 def _with_nan(*shape: int, seed: int = 0) -> torch.Tensor:
     x = randn(*shape, seed=seed)
     x[::2, 0] = float("nan")
@@ -113,7 +104,7 @@ for _op, _make, _other in [
     (A.add.Tensor, randn, randn), (A.sub.Tensor, randn, randn), (A.mul.Tensor, randn, randn),
     (A.div.Tensor, randn, positive), (A.pow.Tensor_Tensor, positive, randn), (A.fmod.Tensor, randn, positive),
     (A.maximum.default, randn, randn), (A.minimum.default, randn, randn), (A.rsub.Tensor, randn, randn),
-    (A.remainder.Tensor, _times4, positive), (A.floor_divide.default, _nonzero_ints, _nonzero_ints),
+    (A.remainder.Tensor, _times4, positive), (A.floor_divide.default, nonzero_int, nonzero_int),
     (A.logical_and.default, bools, bools), (A.logical_or.default, bools, bools), (A.logical_xor.default, bools, bools),
     (A.bitwise_and.Tensor, bools, bools), (A.bitwise_or.Tensor, bools, bools), (A.bitwise_xor.Tensor, bools, bools),
 ]:
@@ -136,8 +127,8 @@ unary("remainder.Scalar", A.remainder.Scalar, lambda x: A.remainder.Scalar(x, 0.
 binary("div.Tensor_mode-floor", A.div.Tensor_mode, lambda x, y: A.div.Tensor_mode(x, y, rounding_mode="floor"),
        _times4, positive)
 binary("div.Tensor_mode-trunc-int", A.div.Tensor_mode, lambda x, y: A.div.Tensor_mode(x, y, rounding_mode="trunc"),
-       _nonzero_ints)
-unary("div.Scalar_mode", A.div.Scalar_mode, lambda x: A.div.Scalar_mode(x, -2, rounding_mode="floor"), _nonzero_ints)
+       nonzero_int)
+unary("div.Scalar_mode", A.div.Scalar_mode, lambda x: A.div.Scalar_mode(x, -2, rounding_mode="floor"), nonzero_int)
 unary("logical_not", A.logical_not.default, A.logical_not.default, bools)
 unary("bitwise_not", A.bitwise_not.default, A.bitwise_not.default, bools)
 case("where.self", A.where.self, A.where.self, lambda n: (bools(n, 3), randn(n, 3, seed=1), randn(n, 3, seed=2)),
@@ -315,17 +306,9 @@ case("index.Tensor", A.index.Tensor, lambda x, i: A.index.Tensor(x, [None, i]),
      lambda n: (randn(n, 3), randint(n, low=-3, high=3, seed=1)), _rows(2))
 
 # ---- SymInt arithmetic: Python semantics (// floors, % takes the divisor's sign), in view/full sizes ---------
-unary("operator.add", (operator.add, A.sym_size.int), lambda x: A.full.default([A.sym_size.int(x, 0) + 3], 1.0))
-unary("operator.sub-neg", (operator.neg, operator.add),
-      lambda x: A.full.default([-A.sym_size.int(x, 0) + 20, 2], 1.0))
-unary("operator.floordiv-negative", (operator.floordiv, operator.sub),
-      lambda x: A.full.default([(A.sym_size.int(x, 0) - 20) // 3 + 10, 2], 1.0))
-unary("operator.mod-negative", (operator.mod, operator.sub),
-      lambda x: A.full.default([(A.sym_size.int(x, 0) - 20) % 7 + 2, 2], 1.0))
-unary("sym_max", (torch.sym_max,), lambda x: A.full.default([torch.sym_max(A.sym_size.int(x, 0), 9), 2], 1.0))
-unary("sym_min", (torch.sym_min,), lambda x: A.full.default([torch.sym_min(A.sym_size.int(x, 0), 9) + 1, 2], 1.0))
-unary("sym_sum", (torch.sym_sum,),
-      lambda x: A.full.default([torch.sym_sum([A.sym_size.int(x, 0), A.sym_size.int(x, 0), 3]), 2], 1.0))
+# The static case table's SymInt rows (dynamic_harness.SYMINT_CASES: n - 20 is negative over 2..16), across sizes.
+for _id, _targets, _fn, _ in SYMINT_CASES:
+    unary(_id, _targets, _fn)
 
 
 @pytest.mark.parametrize("dyn", CASES, ids=[c.id for c in CASES])
@@ -416,7 +399,7 @@ def test_symint_read_by_an_engine_and_by_torch_stays_in_the_engine() -> None:
     sizes = [n for n in gm.graph.nodes if n.target == A.sym_size.int]
     assert sorted(partition.target_of(n).value for n in sizes) == ["tensorrt", "torch"]
     assert trtcheck.check_invariants(partition) == []
-    compiled = trtcheck.compile(Wrap(_rows_for_both), (randn(6, 3),), trtcheck.Settings(min_block_size=1), lowered=gm,
+    compiled = trtcheck.compile(Fn(_rows_for_both), (randn(6, 3),), trtcheck.Settings(min_block_size=1), lowered=gm,
                                 support=lambda node: not second_view(node) and converters.is_convertible(node))
     for n in (2, 9, 32):
         x = randn(n, 3)
@@ -449,7 +432,7 @@ def test_symint_shared_by_two_engines_is_recomputed_in_each() -> None:
     for segment in engines:
         assert {A.sym_size.int, operator.mul} <= _targets(segment.nodes), segment.nodes
         assert all(isinstance(v.meta["val"], torch.Tensor) for v in (*segment.inputs, *segment.outputs))
-    compiled = trtcheck.compile(Wrap(_two_engines), (randn(6, 3),), trtcheck.Settings(min_block_size=1), lowered=gm,
+    compiled = trtcheck.compile(Fn(_two_engines), (randn(6, 3),), trtcheck.Settings(min_block_size=1), lowered=gm,
                                 support=not_sin)
     assert len(compiled.partition.segments_of(Target.TENSORRT)) == 2 and not compiled.partition.fallbacks
     for n in (2, 9, 32):
@@ -628,7 +611,7 @@ def test_resnet18_with_dynamic_batch_is_one_engine() -> None:
     gm = trtcheck.lower(model, (torch.randn(2, 3, 224, 224),), dynamic_shapes=({0: Dim("batch", min=1, max=32)},))
     partition = partition_graph(gm, trtcheck.Settings())
     segment = only_segment(partition)
-    assert _coverage(partition)[:2] == (len(segment.nodes), len(segment.nodes))
+    assert len(partition.compute_nodes) == len(segment.nodes)  # the one engine holds every compute node
     sess = session(convert_segment(gm, segment))
     for batch in (1, 7, 32):
         x = torch.randn(batch, 3, 224, 224)

@@ -18,7 +18,7 @@ from torch._higher_order_ops.while_loop import while_loop
 
 import trtcheck
 from trtcheck import ReasonKind, Segment, Target
-from trtcheck.partitioning.control_flow import CONTROL_FLOW_OPS, is_control_flow, isolate_control_flow
+from trtcheck.partitioning.control_flow import is_control_flow, isolate_control_flow
 from trtcheck.partitioning.explain import ExplainSummary
 from trtcheck.partitioning.graph_html import partition_html
 from trtcheck_zoo.control_flow_models import CondBranches, LoopBody
@@ -109,10 +109,6 @@ def _ops(segment):
 
 
 # --- the control-flow node in the parent ------------------------------------------------------------------
-
-
-def test_the_set_of_control_flow_ops_is_cond_and_while_loop():
-    assert set(CONTROL_FLOW_OPS) == {torch.ops.higher_order.cond, torch.ops.higher_order.while_loop}
 
 
 @pytest.mark.parametrize("segmentation", ["dependency_aware", "naive", "optimal"])

@@ -38,12 +38,17 @@ def is_symbolic(value) -> bool:
 def non_tensor_crossings(partition: Partition) -> list[str]:
     """Values that enter or leave a TensorRT segment and are not Tensors (nor lists of Tensors): a SymInt there is
     a size the engine would have to take or return as a value. Written apart from ``check_invariants``'s
-    ``tensor_boundary`` rule, so that a bug in one does not hide a bug in the other."""
+    ``tensor_boundary`` rule, so that a bug in one does not hide a bug in the other: the crossings come from
+    the graph's own edges (a node's inputs and users outside the segment), not from ``Segment.inputs`` and
+    ``Segment.outputs``, which the rule reads."""
     found = []
     for index, segment in enumerate(partition.segments):
         if segment.target is not Target.TENSORRT:
             continue
-        for kind, values in (("input", segment.inputs), ("output", segment.outputs)):
+        inside = set(segment.nodes)
+        entering = dict.fromkeys(arg for node in segment.nodes for arg in node.all_input_nodes if arg not in inside)
+        leaving = [node for node in segment.nodes if any(user not in inside for user in node.users)]
+        for kind, values in (("input", entering), ("output", leaving)):
             for value in values:
                 val = value.meta.get("val")
                 tensors = isinstance(val, torch.Tensor) or (

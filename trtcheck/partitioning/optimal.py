@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -53,19 +53,18 @@ _TRT, _TORCH = 0, 1
 _LOCAL_SEARCH_PASSES = 3
 
 
-def boundary_bytes(segments: Sequence[Segment]) -> int:
-    """Bytes read across segment boundaries per call: what ``benchmarking.boundary_traffic`` reports.
-
-    Every segment's external input counts once per reading segment; a graph input read by a Torch
-    segment crosses no engine boundary and counts nothing.
-    """
-    total = 0
+def crossing_values(segments: Sequence[Segment]) -> Iterator[torch.fx.Node]:
+    """The values read across segment boundaries in one call: every segment's external input, once per
+    reading segment, except a graph input read by a Torch segment (it crosses no engine boundary)."""
     for segment in segments:
         for value in segment.inputs:
-            if segment.target is Target.TORCH and value.op == "placeholder":
-                continue
-            total += value_bytes(value)
-    return total
+            if not (segment.target is Target.TORCH and value.op == "placeholder"):
+                yield value
+
+
+def boundary_bytes(segments: Sequence[Segment]) -> int:
+    """Bytes read across segment boundaries per call: what ``benchmarking.boundary_traffic`` reports."""
+    return sum(value_bytes(value) for value in crossing_values(segments))
 
 
 @dataclass

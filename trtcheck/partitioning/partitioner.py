@@ -18,7 +18,7 @@ import torch.fx
 from trtcheck.errors import PartitionError
 from trtcheck.lowering import copy_graph_module, lower
 from trtcheck.partitioning.boundaries import GraphMustChange, apply_min_block_size, enforce_tensor_boundaries
-from trtcheck.partitioning.control_flow import isolate_control_flow, mark_control_flow, partition_branches
+from trtcheck.partitioning.control_flow import is_control_flow, isolate_control_flow, mark_control_flow, partition_branches
 from trtcheck.partitioning.decisions import Support, decide, follow_producers, is_getitem, support_function
 from trtcheck.partitioning.optimal import Optimal, boundary_bytes
 from trtcheck.partitioning.partition import Partition, Reason, Segment, Target, is_compute
@@ -149,8 +149,10 @@ def _settle(
     """Segment, then apply the boundary rules and ``min_block_size``, until nothing changes (in place)."""
     # Each round either changes nothing (done) or moves at least one node to Torch or copies a
     # non-Tensor producer forward; the bound only guards against a bug turning that into a hang.
+    flows = any(map(is_control_flow, nodes))  # the rounds only copy int producers: never a control-flow node
     for _ in range(2 * len(nodes) + 2):
-        segments = merge_adjacent(isolate_control_flow(segmenter(nodes, targets)))
+        segments = segmenter(nodes, targets)
+        segments = merge_adjacent(isolate_control_flow(segments) if flows else segments)
         changed = enforce_tensor_boundaries(gm.graph, segments, targets, reasons, may_change_graph)
         if not changed and not settings.require_full_compilation:
             changed = apply_min_block_size(segments, settings.min_block_size, targets, reasons)

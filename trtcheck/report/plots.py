@@ -25,8 +25,9 @@ TORCH_COLOR = "#ee4c2c"  # Torch segments: PyTorch orange
 BOUNDARY_COLOR = "#7f7f7f"  # boundary overhead: grey, time that is neither engine nor Torch work
 LOG_SPAN = 20.0  # a value axis spanning more than this factor is drawn in log scale
 LEGEND_ROWS = 45  # the most rows of one legend column of the latency history
-MARKERS = "os^Dv<>ph*"
-SPEEDUP_MODELS_PER_ROW = 8  # models per row of the speedup plot  # with more lines than colours, each ten lines get the next marker
+PALETTE_SIZE = 10  # colours of matplotlib's tab10, which _palette cycles through
+MARKERS = "os^Dv<>ph*"  # with more lines than colours, each PALETTE_SIZE lines get the next marker
+SPEEDUP_MODELS_PER_ROW = 8  # models per row of the speedup plot
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ def _palette(count: int) -> list:
     from matplotlib import colormaps
 
     cmap = colormaps["tab10"]
-    return [cmap(i % 10) for i in range(count)]
+    return [cmap(i % PALETTE_SIZE) for i in range(count)]
 
 
 def _log_scale_if_wide(axes, values: Sequence[float]) -> bool:
@@ -127,7 +128,7 @@ def plot_latency_history(runs: Sequence[Run], path: Path) -> Plot:
     axes = figure.add_subplot()
     values = []
     for index, (label, color) in enumerate(zip(labels, _palette(len(labels)))):
-        marker = MARKERS[index // 10 % len(MARKERS)]
+        marker = MARKERS[index // PALETTE_SIZE % len(MARKERS)]
         xs, ys = [], []
         for position, run in enumerate(runs):
             group = next((g for g in run.groups if g.label == label), None)

@@ -227,16 +227,19 @@ def _html_table(
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _data_uri(plot: Plot) -> str:
-    return "data:image/png;base64," + base64.b64encode(plot.path.read_bytes()).decode("ascii")
-
-
 WIDE_PX = 1000  # a plot wider than this spans every column of the page: at a column's 620 px it would be unreadable
 
 
-def _png_width(plot: Plot) -> int:
-    """The PNG's width in pixels, from its header (IHDR: the 4 bytes after the signature, length and type)."""
-    return int.from_bytes(plot.path.read_bytes()[16:20], "big")
+def _figure_html(plot: Plot) -> str:
+    """The plot as a ``<figure>`` with its PNG inline, marked ``wide`` when the PNG is wider than ``WIDE_PX``
+    (its width: the 4 bytes of the IHDR header after the signature, the chunk length and type)."""
+    png = plot.path.read_bytes()
+    wide = ' class="wide"' if int.from_bytes(png[16:20], "big") > WIDE_PX else ""
+    return (
+        f'<figure id="plot-{html.escape(plot.name)}"{wide}>'
+        f'<img alt="{html.escape(plot.title)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">'
+        f"<figcaption>{html.escape(plot.caption)}</figcaption></figure>"
+    )
 
 
 def render_html(summary: Summary, plots: Sequence[Plot]) -> str:
@@ -268,13 +271,7 @@ def render_html(summary: Summary, plots: Sequence[Plot]) -> str:
     parts.append(_html_table(COLUMNS, [row.cells for row in rows], row_classes, cell_classes))
     parts.append(f"<p>Speedup = eager median / stitched median (above 1: the stitched module is faster). {html.escape(OVERHEAD_NOTE)}</p>")
     parts.append('<h2>Plots</h2><div class="plots">')
-    for plot in plots:
-        wide = ' class="wide"' if _png_width(plot) > WIDE_PX else ""
-        parts.append(
-            f'<figure id="plot-{html.escape(plot.name)}"{wide}>'
-            f'<img alt="{html.escape(plot.title)}" src="{_data_uri(plot)}">'
-            f"<figcaption>{html.escape(plot.caption)}</figcaption></figure>"
-        )
+    parts += [_figure_html(plot) for plot in plots]
     parts.append("</div>")
     parts.append("<h2>Runs</h2>" + _html_table(RUN_COLUMNS, _run_rows(summary)))
     if summary.notes:

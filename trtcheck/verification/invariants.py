@@ -202,6 +202,8 @@ def _control_flow(partition: Partition) -> list[Violation]:
     found = []
     for index, segment in enumerate(partition.segments):
         flows = [node for node in segment.nodes if is_control_flow(node)]
+        if not flows:
+            continue
         for node in flows:
             if segment.target is Target.TENSORRT:
                 found.append(Violation("control_flow", "control-flow node in a TensorRT segment: no engine can run it", index, node.name))
@@ -211,7 +213,7 @@ def _control_flow(partition: Partition) -> list[Violation]:
             if strays:
                 found.append(Violation("control_flow", f"getitem(s) {strays} of its result lie in other segments", index, node.name))
         others = [node.name for node in segment.nodes if node not in flows and not (is_getitem(node) and node.args[0] in flows)]
-        if flows and (others or len(flows) > 1):
+        if others or len(flows) > 1:
             merged = ", ".join(others + [node.name for node in flows[1:]])
             found.append(Violation("control_flow", f"control-flow node merged with other nodes ({merged})", index, flows[0].name))
     return found

@@ -92,6 +92,18 @@ class VerificationError(TrtcheckError, AssertionError):
 InputSet = Sequence[Any]
 
 
+def specialization_violations(gm: torch.fx.GraphModule) -> list[Violation]:
+    """A ``dynamic_shape`` violation for every dynamic size of ``gm`` that compiling fixed to a number."""
+    return [
+        Violation(
+            "dynamic_shape",
+            f"compiling fixed the dynamic size {symbol} to {value}, the example's: a comparison on a symbolic size "
+            "inside trtcheck (a bug); engines and checks after it treat that size as static",
+        )
+        for symbol, value in specialized_symbols(gm).items()
+    ]
+
+
 def verify(
     model: torch.nn.Module,
     example_inputs: Sequence[Any],
@@ -154,18 +166,11 @@ def verify(
         report = VerificationReport(name, settings, backend, partition, compile_times=stitched.compile_times, engine=engine)
         report.violations = check_invariants(partition, support) + stitched_graph_violations(stitched.graph_module)
         report.violations += segmentation_violations(partition)
-        report.violations += [
-            Violation(
-                "dynamic_shape",
-                f"compiling fixed the dynamic size {symbol} to {value}, the example's: a comparison on a symbolic size "
-                "inside trtcheck (a bug); engines and checks after it treat that size as static",
-            )
-            for symbol, value in specialized_symbols(stitched.conversion.graph_module).items()
-        ]
         report.violations += state_violations(before, snapshot_state(model), "compile")
         report.violations += determinism_violations(
             stitched, model, example_inputs, settings, support, example_kwargs, lowered, dynamic_shapes
         )
+        report.violations += specialization_violations(stitched.conversion.graph_module)  # after converting again too
         if not allow_fallbacks:
             report.violations += [Violation("fallback", f"{line} (pass allow_fallbacks=True to accept it)") for line in partition.fallbacks]
 
