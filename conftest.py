@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.errors import InvalidArgument
 
-pytest_plugins = ["pytester"]  # the plugin's own tests (suites/harness) run downstream suites with it
+pytest_plugins = ["pytester"]  # the plugin's own tests (suites/testing) run downstream suites with it
 
 PROFILE_VARIABLE = "HYPOTHESIS_PROFILE"
 DEFAULT_PROFILE = "ci"
@@ -47,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
     conftest imported after that hook from loading another one. This hook runs first and loads it too;
     hypothesis's plugin then applies ``--hypothesis-verbosity`` and friends on top of it, as usual.
     """
-    from trtcheck.pytest_plugin import share_cores_with_other_workers
+    from trtcheck.testing.pytest_plugin import share_cores_with_other_workers
 
     share_cores_with_other_workers()  # this repository's own suite compiles models in every xdist worker too
     name = config.getoption("--hypothesis-profile", default=None)

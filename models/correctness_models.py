@@ -4,7 +4,7 @@ Each one is a kind of model users write and a way the compiled module once went 
 that ``forward`` updates (state), a Python scalar input (specialized away by export), a Torch segment
 that depends on the strides an engine produced (layout), a ``ModuleList`` forced to PyTorch by its
 container name, and an input domain that random inputs leave (a Cholesky factor). ``pytest --trtcheck``
-runs each under every preset; ``suites/compile/test_compiled_module.py`` pins the single failures.
+runs each under every preset; ``suites/runtime/test_compiled_module.py`` pins the single failures.
 """
 
 from __future__ import annotations

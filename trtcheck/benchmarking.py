@@ -14,9 +14,8 @@ from typing import Any
 import torch
 import torch.fx
 
-from trtcheck.lowering import value_bytes
-from trtcheck.partitioning.optimal import crossing_values
-from trtcheck.partitioning.partition import Partition, Target
+from trtcheck.partitioning.model import boundary_traffic
+from trtcheck.partitioning.reasons import Target
 
 SCHEMA_VERSION = 1
 VARIANTS = ("eager", "stitched")
@@ -51,12 +50,6 @@ def flush_denormals() -> Iterator[bool]:
         torch.set_flush_denormal(previous)
 
 
-def boundary_traffic(partition: Partition) -> tuple[int, int]:
-    """Values crossing between segments (or from graph inputs into engines) per call, and their bytes."""
-    values = list(crossing_values(partition.segments))
-    return len(values), sum(map(value_bytes, values))  # bytes at the example's sizes (lowering.value_bytes)
-
-
 def extra_info(
     model: str,
     preset: str,
@@ -84,7 +77,7 @@ def extra_info(
     }
     if stitched is not None:
         partition = stitched.partition
-        boundaries, boundary_bytes = boundary_traffic(partition)
+        boundaries, boundary_bytes = boundary_traffic(partition.segments)
         info.update(
             segments={"tensorrt": len(partition.segments_of(Target.TENSORRT)), "torch": len(partition.segments_of(Target.TORCH))},
             boundaries=boundaries,

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import onnx
 import torch
 
+from trtcheck.errors import UnsupportedDtypeError
+
 
 @dataclass(frozen=True)
 class DtypeRow:
@@ -52,10 +54,6 @@ NUMERIC: frozenset[torch.dtype] = FLOAT | INT
 BOOL: frozenset[torch.dtype] = frozenset({torch.bool})
 #: What a TensorRT segment may hold (see ``in_engine`` above).
 ENGINE_DTYPES: frozenset[torch.dtype] = frozenset(row.torch for row in ROWS if row.in_engine)
-
-
-class UnsupportedDtypeError(TypeError):
-    """A dtype with no equivalent in the requested world. The message names it and what is supported."""
 
 
 def _supported(world: str) -> str:

@@ -1,9 +1,17 @@
-"""The exception hierarchy: every error trtcheck raises on bad input is a ``TrtcheckError``.
+"""Every exception and warning trtcheck defines, in one place.
 
-Each message names the problem and the fix, so a user never has to read an internal traceback.
+Errors a user can act on derive from ``TrtcheckError``: each message names the problem and the fix, so a
+user never has to read an internal traceback. A few also derive from the builtin a caller would expect
+(``ValueError`` for a bad value, ``AssertionError`` for a failed check, so pytest reports a failure).
+
+``ConversionError``, ``EngineBuildError`` and ``GraphMustChange`` are internal: trtcheck raises and catches
+them itself (a segment that fails to convert or build falls back to PyTorch and is reported in
+``Partition.fallbacks``), so they are plain exceptions, never shown to a user as the reason a call failed.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class TrtcheckError(Exception):
@@ -14,12 +22,24 @@ class SettingsError(TrtcheckError, ValueError):
     """A ``Settings`` value is invalid: an unknown op or module name, a min_block_size below 1, ..."""
 
 
+class UnknownSettingError(SettingsError, TypeError):
+    """A misspelled ``Settings(...)`` keyword: a ``SettingsError``, and still the ``TypeError`` Python raises."""
+
+
 class LoweringError(TrtcheckError):
     """The model could not be lowered to a core-ATen ``torch.fx`` graph."""
 
 
 class PartitionError(TrtcheckError):
     """Partitioning could not satisfy the settings (e.g. ``require_full_compilation``)."""
+
+
+class ShapeMismatchError(TrtcheckError):
+    """A segment produced a value whose shape or dtype differs from the graph's metadata."""
+
+
+class CompilationError(TrtcheckError):
+    """With ``strict=True``: a TensorRT segment could not be converted or built."""
 
 
 class BackendError(TrtcheckError, ValueError):
@@ -34,6 +54,10 @@ class BackendUnavailableError(BackendError):
     """
 
 
+class InputMismatchError(TrtcheckError, ValueError):
+    """The compiled module was called with inputs that differ from the example inputs it was compiled for."""
+
+
 class EngineRuntimeError(TrtcheckError, RuntimeError):
     """A built engine failed while running; the message names the segment and the backend."""
 
@@ -44,3 +68,55 @@ class NondeterministicModelError(TrtcheckError, AssertionError):
 
 class InputDomainError(TrtcheckError, ValueError):
     """Eager PyTorch itself failed on an input set trtcheck generated: the model's inputs are constrained."""
+
+
+class VerificationError(TrtcheckError, AssertionError):
+    """A stitched module differs from eager, or its partition breaks an invariant; ``.report`` says how."""
+
+    def __init__(self, report: Any) -> None:
+        super().__init__(str(report))
+        self.report = report  # a trtcheck.verification.VerificationReport
+
+
+class ModelLoadError(TrtcheckError, ValueError):
+    """A model named on the command line could not be loaded; the message says what was wrong and how to fix it."""
+
+
+class ReportError(TrtcheckError):
+    """A benchmark file cannot be reported on: unreadable, not pytest-benchmark JSON, or no trtcheck data."""
+
+
+class UnsupportedDtypeError(TypeError):
+    """A dtype with no equivalent in the requested world. The message names it and what is supported."""
+
+
+class ConversionError(Exception):
+    """A node of a segment could not be converted to ONNX (no converter, or its validator said no). Internal:
+    the segment falls back to PyTorch and ``Partition.fallbacks`` reports it."""
+
+
+class EngineBuildError(Exception):
+    """An engine could not be built. The message names the backend, what failed and the fix. Internal when
+    compiling (the segment falls back); raised as it is by ``trtcheck.engines.build_engine`` called directly."""
+
+
+class ParserRefusedError(EngineBuildError):
+    """TensorRT's ONNX parser refused a segment's model: the segment falls back to PyTorch.
+
+    ``errors`` are the parser's own messages (``str(parser.get_error(i))``); ``unsupported_nodes`` the ONNX
+    nodes ``supports_model_v2`` placed in unsupported subgraphs, as ``(index, op_type, outputs)``.
+    """
+
+    def __init__(self, message: str, errors: Any = (), unsupported_nodes: Any = ()) -> None:
+        super().__init__(message)
+        self.errors = tuple(errors)
+        self.unsupported_nodes = tuple(unsupported_nodes)
+
+
+class GraphMustChange(Exception):
+    """Internal to partitioning: the copy rule must insert nodes into a graph the caller does not own, so the
+    caller copies the graph and retries."""
+
+
+class ReproWriteWarning(UserWarning):
+    """A repro could not be written (an unwritable report directory, a full disk); the check's result stands."""

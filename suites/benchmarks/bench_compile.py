@@ -29,7 +29,7 @@ import trtcheck_zoo as models
 from trtcheck.conversion import segment_to_onnx
 from trtcheck.engines import TensorSpec, build_engine
 from trtcheck.partitioning.extract import segment_module
-from trtcheck.shape_analysis import segment_shapes
+from trtcheck.shapes import segment_shapes
 
 
 def median_seconds(fn, repeat: int, warmup: int = 3) -> float:

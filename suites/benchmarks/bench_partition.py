@@ -22,7 +22,7 @@ import argparse
 import time
 
 import trtcheck
-from trtcheck.strategies import OPS, TENSOR_ONLY, build_graph, random_recipe, supports_all_but
+from trtcheck.testing.random_graphs import OPS, TENSOR_ONLY, build_graph, random_recipe, supports_all_but
 
 FAMILIES = {"tensor": TENSOR_ONLY, "with-ints": tuple(OPS)}
 

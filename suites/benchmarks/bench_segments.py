@@ -71,8 +71,8 @@ import trtcheck_zoo as models
 from suites.benchmarks.bench_compile import median_seconds
 from trtcheck.engines.onnxruntime import OnnxRuntimeEngine, default_threads, session_options
 from trtcheck.partitioning.extract import segment_module
-from trtcheck.profiling import Profiler
-from trtcheck.stitching import EngineModule
+from trtcheck.runtime.profiling import Profiler
+from trtcheck.runtime.stitch import EngineModule
 
 MANY = trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::relu", "aten::hardswish"])
 DEFAULT = "default"

@@ -8,7 +8,8 @@ import onnx
 import pytest
 from onnx import helper
 
-from trtcheck.engines.base import TensorSpec, onnx_elem_type
+from trtcheck.engines.base import onnx_elem_type
+from trtcheck.shapes import TensorSpec
 
 ModelFactory = Callable[[Sequence[onnx.NodeProto], Sequence[TensorSpec], Sequence[TensorSpec]], onnx.ModelProto]
 

@@ -16,7 +16,7 @@ Execution is real arithmetic on CPU memory: ``execute_async_v3`` reads each inpu
 its *name*, runs the ONNX model in ONNX Runtime, and writes each output to the address bound to its name.
 The engine lists its I/O tensors in ``state.io_order`` ("reversed" by default, unlike the ONNX graph), so
 code that binds by position instead of by name computes wrong results. Nothing here says anything about
-how real TensorRT behaves beyond the documented API: see ``suites/gpu/`` for that.
+how real TensorRT behaves beyond the documented API: see ``suites/engines/test_tensorrt_gpu.py`` for that.
 """
 
 from __future__ import annotations

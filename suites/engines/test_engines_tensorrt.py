@@ -6,7 +6,7 @@ and replaces ``TensorRTEngine.cuda`` (torch's CUDA queries) with a fake device t
 implements TensorRT 10's documented Python API and computes with ONNX Runtime on the memory bound to each
 tensor name. What these tests prove is trtcheck's side: settings -> builder config, shape specs -> profile,
 cache keys and invalidation, binding by name, dtypes, and the fallback on a parser refusal. Whether real
-TensorRT behaves as documented is for ``suites/gpu/`` (marked ``tensorrt``, skipped here).
+TensorRT behaves as documented is for ``suites/engines/test_tensorrt_gpu.py`` (marked ``tensorrt``, skipped here).
 """
 
 from __future__ import annotations
@@ -31,15 +31,8 @@ from trtcheck.engines.cache import (
     EngineCache,
     default_cache_dir,
 )
-from trtcheck.engines.tensorrt import (
-    BuilderOptions,
-    CudaRuntime,
-    ParserRefusedError,
-    ShapeRange,
-    optimization_profile,
-    shape_ranges,
-)
-from trtcheck.errors import SettingsError
+from trtcheck.engines.tensorrt import BuilderOptions, CudaRuntime, ShapeRange, optimization_profile, shape_ranges
+from trtcheck.errors import ParserRefusedError, SettingsError
 
 A = TensorSpec("a", (2, 3), torch.float32)
 B = TensorSpec("b", (2, 3), torch.float32)

@@ -17,7 +17,7 @@ from hypothesis import given
 
 import trtcheck
 from trtcheck.conversion import segment_to_onnx
-from trtcheck.strategies import (
+from trtcheck.testing.random_graphs import (
     DTYPES,
     DYNAMIC_ONLY,
     DYNAMIC_OPS,
@@ -193,7 +193,7 @@ def test_repro_of_a_graph_with_a_memory_format_argument(tmp_path):
 def test_failing_verify_of_a_graph_with_a_memory_format_argument_reports_the_failure(tmp_path):
     """How users meet bug 2: a wrong result (here a deliberately wrong relu converter) in a graph with a
     reshape made ``verify(..., report_dir=...)`` raise ``TypeError`` instead of ``VerificationError``."""
-    from trtcheck import converters
+    from trtcheck import conversion as converters
 
     graph = build_graph([Step("reshape"), Step("relu")])
     with converters.Snapshot():

@@ -43,9 +43,9 @@ import trtcheck
 from suites.matrix.matrix_checks import check_model
 from trtcheck.engines import resolve_backend
 from trtcheck.presets import PRESETS
-from trtcheck.shape_analysis import random_like
-from trtcheck.strategies import DTYPES, aten_graphs, dynamic_aten_graphs, float64_outputs
+from trtcheck.testing.random_graphs import DTYPES, aten_graphs, dynamic_aten_graphs, float64_outputs
 from trtcheck.verification import default_tolerances
+from trtcheck.verification.inputs import random_like
 
 pytestmark = pytest.mark.trtcheck
 

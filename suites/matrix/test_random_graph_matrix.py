@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from suites.matrix.matrix_checks import check_model
-from trtcheck.strategies import aten_graphs
+from trtcheck.testing.random_graphs import aten_graphs
 
 pytestmark = pytest.mark.trtcheck
 

@@ -19,8 +19,8 @@ import torch
 import trtcheck
 from suites.matrix.matrix_checks import zoo_tolerances
 from trtcheck.benchmarking import VARIANTS, extra_info, flush_denormals
-from trtcheck.lowering import LOWERING_SECONDS
-from trtcheck.profiling import profile as profile_call
+from trtcheck.lowering.export import LOWERING_SECONDS
+from trtcheck.runtime.profiling import profile as profile_call
 from trtcheck.verification.equivalence import compare
 
 pytestmark = pytest.mark.trtcheck

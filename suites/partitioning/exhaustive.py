@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 import torch.fx
 
-from trtcheck.partitioning.decisions import is_getitem
-from trtcheck.partitioning.optimal import boundary_bytes
-from trtcheck.partitioning.partition import Segment, Target
+from trtcheck.partitioning.model import Segment, boundary_bytes
+from trtcheck.partitioning.nodes import is_getitem
+from trtcheck.partitioning.reasons import Target
 
 
 def exhaustive_optimum(nodes: Sequence[torch.fx.Node], targets: dict[torch.fx.Node, Target]) -> tuple[int, int]:

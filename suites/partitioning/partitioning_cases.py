@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from trtcheck_zoo.fallback_models import SeedLgamma as SeedModel  # the seed's dependency-aware example
+from trtcheck_zoo.fallback_models import SeedLgamma as SeedModel
 
 aten = torch.ops.aten
 

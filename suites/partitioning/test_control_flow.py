@@ -18,9 +18,10 @@ from torch._higher_order_ops.while_loop import while_loop
 
 import trtcheck
 from trtcheck import ReasonKind, Segment, Target
-from trtcheck.partitioning.control_flow import is_control_flow, isolate_control_flow
+from trtcheck.partitioning.control_flow import isolate_control_flow
 from trtcheck.partitioning.explain import ExplainSummary
-from trtcheck.partitioning.graph_html import partition_html
+from trtcheck.partitioning.nodes import is_control_flow
+from trtcheck.tools.graph_html import partition_html
 from trtcheck_zoo.control_flow_models import CondBranches, LoopBody
 
 aten = torch.ops.aten

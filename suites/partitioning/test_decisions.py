@@ -11,7 +11,7 @@ import torch.fx
 import trtcheck
 from suites.partitioning.partitioning_cases import SeedModel, no_lgamma
 from trtcheck import ReasonKind, Target
-from trtcheck.strategies import supports_all_but
+from trtcheck.testing.random_graphs import supports_all_but
 
 aten = torch.ops.aten
 
@@ -100,7 +100,7 @@ def net():
 
 
 def modules_of(node):
-    return [path for path, _ in trtcheck.settings.module_stack(node)]
+    return [path for path, _ in trtcheck.names.module_stack(node)]
 
 
 @pytest.mark.parametrize("spec", ["layer1.1", "Block", f"{Block.__module__}.Block"])
@@ -212,7 +212,7 @@ def scale_model(x, y):
 def test_trt_producer_read_by_torch_falls_back():
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
-    from trtcheck.partitioning.partitioner import partition_graph
+    from trtcheck.partitioning.driver import partition_graph
 
     gm = torch.fx.symbolic_trace(scale_model)  # not all ATen (scale_of), so partitioned as traced, not exported again
     FakeTensorProp(gm).propagate(*INT_INPUTS)

@@ -13,9 +13,9 @@ from torch import nn
 
 import trtcheck
 from suites.partitioning.partitioning_cases import SeedModel
-from trtcheck import converters
+from trtcheck import conversion as converters
 from trtcheck.partitioning.explain import ExplainSummary
-from trtcheck.strategies import supports_all_but
+from trtcheck.testing.random_graphs import supports_all_but
 
 aten = torch.ops.aten
 

@@ -13,11 +13,12 @@ import trtcheck
 from suites.partitioning.exhaustive import exhaustive_optimum
 from suites.partitioning.partitioning_cases import SeedModel, no_lgamma
 from trtcheck.errors import SettingsError
-from trtcheck.partitioning.decisions import follow_producers, is_getitem
-from trtcheck.partitioning.optimal import boundary_bytes, lower_bound, optimal
-from trtcheck.partitioning.partition import Target, is_compute
-from trtcheck.partitioning.segmentation import merge_adjacent
-from trtcheck.strategies import OPS, TENSOR_ONLY, Step, aten_graphs, build_graph, random_recipe, supports_all_but
+from trtcheck.partitioning.decisions import follow_producers
+from trtcheck.partitioning.model import boundary_bytes, merge_adjacent
+from trtcheck.partitioning.nodes import is_compute, is_getitem
+from trtcheck.partitioning.optimal import lower_bound, optimal
+from trtcheck.partitioning.reasons import Target
+from trtcheck.testing.random_graphs import OPS, TENSOR_ONLY, Step, aten_graphs, build_graph, random_recipe, supports_all_but
 
 SUPPORT = supports_all_but()
 MAX_GROUPS = 12  # the exhaustive search is exponential in the groups (a node with its getitem nodes)
@@ -117,7 +118,7 @@ def test_optimal_is_sound_and_never_worse_than_dependency_aware(graph, settings_
 def test_optimal_keeps_dependency_awares_result_when_that_ends_better(monkeypatch):
     # The guarantee is by construction (dependency_aware is a candidate); random graphs never exercise it
     # (the leveling always ended at least as well), so a leveling crippled into naive must lose to it.
-    from trtcheck.partitioning import partitioner
+    from trtcheck.partitioning import driver as partitioner
     from trtcheck.partitioning.segmentation import naive
 
     graph = build_graph(random_recipe(30, 0.3, seed=1, ops=TENSOR_ONLY))
@@ -133,7 +134,7 @@ def test_a_winner_that_inserted_copies_hands_its_graph_over(monkeypatch):
     # Both candidates must copy non-Tensor producers: on the user's graph the first attempt gives up at
     # once (GraphMustChange, carrying the decisions over), and on the copy the first candidate runs on the
     # graph itself while dependency_aware runs on a private copy, whose graph the result then takes over.
-    from trtcheck.partitioning import partitioner
+    from trtcheck.partitioning import driver as partitioner
     from trtcheck.partitioning.segmentation import naive
 
     graph = build_graph(random_recipe(30, 0.3, seed=2, ops=tuple(OPS)))
@@ -153,8 +154,8 @@ def test_a_winner_that_inserted_copies_hands_its_graph_over(monkeypatch):
 def test_optimal_on_a_graph_it_owns_matches_the_users_graph():
     # partition_graph on a graph of its own (no GraphMustChange round trip, the copies made inside) and
     # partition on the user's graph (the round trip) end alike, candidates and copies included.
-    from trtcheck.lowering import copy_graph_module
-    from trtcheck.partitioning.partitioner import partition_graph
+    from trtcheck.lowering.graph import copy_graph_module
+    from trtcheck.partitioning.driver import partition_graph
 
     graph = build_graph(random_recipe(40, 0.3, seed=7, ops=tuple(OPS)))
     for mbs in (1, 3):

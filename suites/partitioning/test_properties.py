@@ -6,8 +6,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import trtcheck
-from trtcheck.partitioning.segmentation import dependency_aware, merge_adjacent, naive
-from trtcheck.strategies import aten_graphs, supports_all_but
+from trtcheck.partitioning.model import merge_adjacent
+from trtcheck.partitioning.segmentation import dependency_aware, naive
+from trtcheck.testing.random_graphs import aten_graphs, supports_all_but
 
 SUPPORT = supports_all_but()
 

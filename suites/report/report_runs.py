@@ -50,10 +50,10 @@ import torch
 
 import trtcheck_zoo as models
 import trtcheck
-import trtcheck.converters as converters
+import trtcheck.conversion as converters
 from trtcheck.benchmarking import extra_info
 from trtcheck.presets import PRESETS
-from trtcheck.profiling import profile
+from trtcheck.runtime.profiling import profile
 
 CASES = [("seed_lgamma", "min_block_size_1"), ("seed_lgamma", "torch_add"), ("residual_unsupported", "min_block_size_1")]
 SLOW_MODEL, _, SLOWDOWN = os.environ.get("TRTCHECK_REPORT_SLOWDOWN", "=0").partition("=")

@@ -1,10 +1,10 @@
-"""``trtcheck report``: exit codes and messages, through ``trtcheck.cli.main``."""
+"""``trtcheck report``: exit codes and messages, through ``trtcheck.tools.cli.main``."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from trtcheck.cli import main
+from trtcheck.tools.cli import main
 
 
 def test_report_writes_both_documents(bench_files, tmp_path, capsys):

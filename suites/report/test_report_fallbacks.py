@@ -13,8 +13,8 @@ import pytest
 
 from suites.report import report_runs
 from suites.report.report_runs import SPLIT_MODEL
-from trtcheck.cli import main
 from trtcheck.report import find_failures, load_run, load_runs, summarize, write_report
+from trtcheck.tools.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import trtcheck
-from trtcheck.lowering import lower
-from trtcheck.settings import resolve_ops
+from trtcheck.lowering.export import lower
+from trtcheck.names import resolve_ops
 from trtcheck.verification.repro import safe_name, settings_to_json, write_repro
 
 aten = torch.ops.aten

@@ -10,9 +10,10 @@ import torch
 
 import trtcheck
 from trtcheck.atomic import atomic_write
-from trtcheck.lowering import lower
+from trtcheck.errors import ReproWriteWarning
+from trtcheck.lowering.export import lower
 from trtcheck.verification import repro
-from trtcheck.verification.repro import ReproWriteWarning, write_repro
+from trtcheck.verification.repro import write_repro
 
 FILES = {"graph.py", "model.pt", "inputs.pt", "settings.json", "failure.txt", "repro.py"}
 

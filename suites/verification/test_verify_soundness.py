@@ -19,7 +19,7 @@ from torch import nn
 
 import trtcheck
 import trtcheck_zoo as models
-from trtcheck import converters
+from trtcheck import conversion as converters
 
 aten = torch.ops.aten
 ONE = trtcheck.Settings(min_block_size=1)
@@ -61,17 +61,17 @@ def test_allow_fallbacks_accepts_a_fallback_and_still_reports_it(broken_add_conv
 
 
 def test_determinism_is_checked_from_scratch_on_the_onnx_bytes(monkeypatch):
-    import trtcheck.compiler as compiler
+    import trtcheck.build.convert as convert_module
 
     calls = iter(range(1000))
-    original = compiler.segment_to_onnx
+    original = convert_module.segment_to_onnx
 
     def drifting(module):  # a converter whose output depends on how often it ran: not deterministic
         model = original(module)
         model.doc_string = f"conversion {next(calls)}"
         return model
 
-    monkeypatch.setattr(compiler, "segment_to_onnx", drifting)
+    monkeypatch.setattr(convert_module, "segment_to_onnx", drifting)
     with pytest.raises(trtcheck.VerificationError, match=r"\[determinism\].*different ONNX bytes"):
         trtcheck.verify(AddMul(), _inputs(), ONE, backend="onnxruntime")
 
@@ -79,7 +79,7 @@ def test_determinism_is_checked_from_scratch_on_the_onnx_bytes(monkeypatch):
 _HASH_SCRIPT = textwrap.dedent(
     """
     import hashlib, sys, torch, models, trtcheck
-    from trtcheck.compiler import convert
+    from trtcheck.build.convert import convert
     for name in sys.argv[1:]:
         model, inputs = models.get(name).build()
         conversion = convert(model, inputs, trtcheck.Settings(min_block_size=1))

@@ -13,18 +13,20 @@ ops, so the registry is always populated once ``trtcheck.conversion`` has been i
 """
 
 from trtcheck.conversion import ops  # noqa: F401 - imported for its registrations
-from trtcheck.conversion.context import ConversionContext, ConversionError, onnx_dtype
+from trtcheck.conversion.context import ConversionContext, onnx_dtype
 from trtcheck.conversion.interpreter import OPSET, segment_to_onnx
 from trtcheck.conversion.registry import (
     Converter,
     Snapshot,
-    check_node,
+    Verdict,
     get,
     is_convertible,
     register,
     registered_targets,
     unregister,
+    verdict,
 )
+from trtcheck.errors import ConversionError
 
 __all__ = [
     "OPSET",
@@ -32,7 +34,7 @@ __all__ = [
     "ConversionError",
     "Converter",
     "Snapshot",
-    "check_node",
+    "Verdict",
     "get",
     "is_convertible",
     "onnx_dtype",
@@ -40,4 +42,5 @@ __all__ = [
     "registered_targets",
     "segment_to_onnx",
     "unregister",
+    "verdict",
 ]

@@ -26,6 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 from torch.utils._sympy import functions as symfn
 
 from trtcheck import dtypes
+from trtcheck.errors import ConversionError
 
 #: The one ONNX opset trtcheck's converters emit (e.g. Reduce* axes are attributes there).
 OPSET = 17
@@ -37,10 +38,6 @@ def _tensor_proto(tensor: torch.Tensor, name: str) -> onnx.TensorProto:
     if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: onnx converts float32 values itself
         return helper.make_tensor(name, TensorProto.BFLOAT16, list(tensor.shape), tensor.float().flatten().tolist())
     return numpy_helper.from_array(tensor.numpy().copy(order="C"), name)  # copy(): keeps 0-dim shapes
-
-
-class ConversionError(Exception):
-    """A node of a segment could not be converted to ONNX (no converter, or its validator said no)."""
 
 
 def onnx_dtype(dtype: torch.dtype) -> int:

@@ -13,15 +13,17 @@ import torch.fx
 from onnx import helper
 
 from trtcheck.conversion import registry
-from trtcheck.conversion.context import OPSET, ConversionContext, ConversionError, _describe, _value_info
+from trtcheck.conversion.context import OPSET, ConversionContext, _describe, _value_info
+from trtcheck.errors import ConversionError
 
 
 def _convert_node(ctx: ConversionContext, node: torch.fx.Node) -> None:
     converter = registry.get(node.target)
     if converter is None:
         raise ConversionError(f"no converter for {_describe(node)}")
-    accepted, error, reason = converter.judge(node)
-    if not accepted:
+    judged = converter.judge(node)
+    if not judged:
+        error, reason = judged.error, judged.reason
         why = f": {reason}" if reason else (f" (its validator raised {type(error).__name__}: {error})" if error else "")
         raise ConversionError(f"the converter for {node.target} rejects {_describe(node)}{why}")
     try:

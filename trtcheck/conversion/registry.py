@@ -8,7 +8,7 @@ the converter means partitioning and conversion can never disagree about what is
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -61,29 +61,36 @@ class Converter:
     validator: Validator | None = None
     builtin: bool = False
 
-    def judge(self, node: torch.fx.Node) -> tuple[bool, Exception | None, str | None]:
-        """``(accepted, error, reason)``: :meth:`check` plus why a refused node was refused (the
-        validator's :class:`Refusal`; None for a plain ``False``, which gives no reason)."""
+    def judge(self, node: torch.fx.Node) -> Verdict:
+        """Run the validator once on ``node``: accepted, refused (with the validator's ``Refusal`` reason, if
+        it gave one), or broken (the exception it raised: a bug, never to be mistaken for a refusal)."""
         if self.validator is None:
-            return True, None, None
+            return Verdict(True, converter=self)
         try:
-            verdict = self.validator(node)
+            answer = self.validator(node)
         except Exception as error:  # noqa: BLE001 - a validator crash must mean "not convertible", never a crash
-            return False, error, None
-        if verdict:
-            return True, None, None
-        return False, None, verdict.reason if isinstance(verdict, Refusal) else None
+            return Verdict(False, error=error, converter=self)
+        if answer:
+            return Verdict(True, converter=self)
+        return Verdict(False, reason=answer.reason if isinstance(answer, Refusal) else None, converter=self)
 
-    def check(self, node: torch.fx.Node) -> tuple[bool, Exception | None]:
-        """``(accepted, error)``: whether this converter can convert ``node``, and the exception its
-        validator raised (then ``accepted`` is False), so a crash is never mistaken for a refusal."""
-        accepted, error, _ = self.judge(node)
-        return accepted, error
 
-    def supports(self, node: torch.fx.Node) -> bool:
-        """True when this converter can convert ``node``; a validator that raises counts as "no"
-        (use :meth:`check` to tell the two apart)."""
-        return self.check(node)[0]
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a node converts, and if not why: the one answer partitioning, conversion and the tools read.
+
+    ``error`` is what a validator raised (then ``accepted`` is False); ``reason`` why a refused node was
+    refused (a validator's ``Refusal``, or "no converter for ..."); ``converter`` the converter that judged,
+    None when none is registered. Truthy when accepted, so it reads as the bool it answers.
+    """
+
+    accepted: bool
+    error: Exception | None = None
+    reason: str | None = None
+    converter: Converter | None = None
+
+    def __bool__(self) -> bool:
+        return self.accepted
 
 
 _REGISTRY: dict[OpTarget, Converter] = {}
@@ -131,29 +138,21 @@ def registered_targets() -> frozenset[OpTarget]:
     return frozenset(_REGISTRY)
 
 
-def check_node(node: torch.fx.Node) -> tuple[bool, Exception | None]:
-    """``(convertible, error)`` for ``node``: ``error`` is what the converter's validator raised (then
-    ``convertible`` is False); ``(False, None)`` for no converter or a plain refusal."""
+def verdict(node: torch.fx.Node) -> Verdict:
+    """The registry's answer for ``node``, its converter's validator run once: the one entry point."""
     if node.op != "call_function":
-        return False, None
+        return Verdict(False, reason=f"a {node.op} node is not an op call")
     converter = _REGISTRY.get(node.target)
     if converter is None:
-        return False, None
-    return converter.check(node)
-
-
-def refusal(node: torch.fx.Node) -> str | None:
-    """Why the registered converter refuses ``node`` (None: no converter, accepted, or its validator raised)."""
-    converter = _REGISTRY.get(node.target) if node.op == "call_function" else None
-    return None if converter is None else converter.judge(node)[2]
+        name = str(node.target) if isinstance(node.target, torch._ops.OpOverload) else getattr(node.target, "__name__", str(node.target))
+        return Verdict(False, reason=f"no converter for {name}")
+    return converter.judge(node)
 
 
 def is_convertible(node: torch.fx.Node) -> bool:
-    """True when ``node`` is a call_function whose target has a converter that accepts it.
-
-    A validator that raises counts as "not convertible"; :func:`check_node` also returns the error.
-    """
-    return check_node(node)[0]
+    """True when a registered converter accepts ``node`` (``verdict(node)`` as a bool): the default
+    ``support`` predicate, for callers that compose it with their own (``lambda n: ... and is_convertible(n)``)."""
+    return verdict(node).accepted
 
 
 class Snapshot:
@@ -166,12 +165,6 @@ class Snapshot:
     def __exit__(self, *exc: object) -> None:
         _REGISTRY.clear()
         _REGISTRY.update(self._saved)
-
-
-def _iter_tensor_meta(values: Iterable[Any]) -> Iterable[Any]:
-    for value in values:
-        if isinstance(value, torch.fx.Node):
-            yield value.meta.get("val")
 
 
 # ``operator.getitem`` picks one result of a multi-output op; its "conversion" is an index into the

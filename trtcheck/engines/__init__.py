@@ -7,9 +7,6 @@ one available here (see ``resolve_backend``).
 from trtcheck.engines.base import (
     BackendChoice,
     Engine,
-    EngineBuildError,
-    ShapeRange,
-    TensorSpec,
     available_backends,
     backend_versions,
     build_engine,
@@ -21,6 +18,8 @@ from trtcheck.engines.base import (
 )
 from trtcheck.engines.onnxruntime import OnnxRuntimeEngine
 from trtcheck.engines.tensorrt import TensorRTEngine
+from trtcheck.errors import EngineBuildError
+from trtcheck.shapes import ShapeRange, TensorSpec
 
 __all__ = [
     "BackendChoice",

@@ -19,14 +19,9 @@ import onnx
 import onnxruntime as ort
 import torch
 
-from trtcheck.engines.base import (
-    Engine,
-    EngineBuildError,
-    TensorSpec,
-    check_model_signature,
-    onnx_elem_type,
-    register_backend,
-)
+from trtcheck.engines.base import Engine, check_model_signature, onnx_elem_type, register_backend
+from trtcheck.errors import EngineBuildError
+from trtcheck.shapes import TensorSpec
 
 __all__ = ["OnnxRuntimeEngine", "SPIN_POLICIES", "session_options"]
 

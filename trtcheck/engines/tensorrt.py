@@ -6,8 +6,8 @@ missing dependency becomes an ``EngineBuildError`` that says how to fix it.
 
 NOT YET RUN ON REAL TENSORRT. Every TensorRT call below follows TensorRT 10's documented Python API, and
 the suites drive it against a fake ``tensorrt`` module (``suites/engines/fake_tensorrt.py``); the first
-run on a CUDA machine with TensorRT is ``suites/gpu/check.py`` (tests marked ``tensorrt`` in
-``suites/gpu/`` too).
+run on a CUDA machine with TensorRT is ``trtcheck/tools/gpu_check.py`` (tests marked ``tensorrt`` in
+``suites/engines/test_tensorrt_gpu.py`` too).
 
 Build (``TensorRTEngine.__init__``):
 
@@ -48,17 +48,10 @@ import onnx
 import torch
 
 from trtcheck import dtypes
-from trtcheck.engines.base import (
-    Engine,
-    EngineBuildError,
-    ShapeRange,
-    TensorSpec,
-    check_model_signature,
-    import_tensorrt,
-    register_backend,
-    tensorrt_import_error,
-)
+from trtcheck.engines.base import Engine, check_model_signature, import_tensorrt, register_backend, tensorrt_import_error
 from trtcheck.engines.cache import CacheKey, EngineCache
+from trtcheck.errors import EngineBuildError, ParserRefusedError
+from trtcheck.shapes import ShapeRange, TensorSpec
 
 __all__ = [
     "MISSING_DEPENDENCY_MESSAGE",
@@ -77,19 +70,6 @@ MISSING_DEPENDENCY_MESSAGE = (
 )
 
 DEFAULT_WORKSPACE_BYTES = 1 << 30
-
-
-class ParserRefusedError(EngineBuildError):
-    """TensorRT's ONNX parser refused a segment's model: the segment falls back to PyTorch.
-
-    ``errors`` are the parser's own messages (``str(parser.get_error(i))``); ``unsupported_nodes`` the ONNX
-    nodes ``supports_model_v2`` placed in unsupported subgraphs, as ``(index, op_type, outputs)``.
-    """
-
-    def __init__(self, message: str, errors: Sequence[str] = (), unsupported_nodes: Sequence[tuple[int, str, tuple[str, ...]]] = ()):
-        super().__init__(message)
-        self.errors = tuple(errors)
-        self.unsupported_nodes = tuple(unsupported_nodes)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -28,11 +28,10 @@ from collections.abc import Sequence
 
 import torch.fx
 
-from trtcheck.partitioning.partition import Reason, ReasonKind, Segment, Target, node_is_tensor
-
-
-class GraphMustChange(Exception):
-    """The copy rule must insert nodes into a graph the caller does not own: copy the graph, then retry."""
+from trtcheck.errors import GraphMustChange
+from trtcheck.partitioning.model import Segment
+from trtcheck.partitioning.nodes import is_size_computation, node_is_tensor
+from trtcheck.partitioning.reasons import Reason, ReasonKind, Target
 
 
 def enforce_tensor_boundaries(
@@ -107,24 +106,6 @@ def _fall_back(node: torch.fx.Node, targets: dict, reasons: dict, why: str) -> N
     if targets.get(node) is Target.TENSORRT:
         targets[node] = Target.TORCH
         reasons[node] = Reason(ReasonKind.NON_TENSOR_BOUNDARY, why)
-
-
-def is_size_computation(node: torch.fx.Node) -> bool:
-    """A node computing an int or SymInt from sizes: ``aten.sym_size``/``sym_numel``/``sym_stride`` or Python
-    arithmetic on SymInts (``operator.mul``, ``torch.sym_max``, ...). Pure and cheap, so recomputing it in
-    another segment costs nothing and loses nothing, unlike moving the segment that made it to Torch."""
-    if node.op != "call_function" or not isinstance(node.meta.get("val"), (int, torch.SymInt)) or isinstance(node.meta.get("val"), bool):
-        return False
-    target = node.target
-    if isinstance(target, torch._ops.OpOverload):
-        return target.name() in _SIZE_OPS
-    return getattr(target, "__module__", None) == "_operator" or target in _SYM_FUNCTIONS
-
-
-_SIZE_OPS = frozenset({"aten::sym_size.int", "aten::sym_numel", "aten::sym_stride.int", "aten::sym_storage_offset"})
-_SYM_FUNCTIONS = frozenset(
-    getattr(torch, name) for name in ("sym_max", "sym_min", "sym_sum", "sym_int", "sym_not", "sym_ite") if hasattr(torch, name)
-)
 
 
 def _copy_into(

@@ -6,11 +6,11 @@ branches (a loop's ``cond_fn`` and body) are ``GraphModule`` attributes of the l
 its branches are ordinary ATen graphs. As in the seed's partitioning of loops and conditionals, the node
 itself is a Torch segment of its own, marked ``do_not_merge`` (stitching copies it as it is), and each
 branch is partitioned on its own, with the same settings, into ``Partition.subpartitions[name]``: engines
-then sit inside branches, and ``trtcheck.control_flow`` compiles them.
+then sit inside branches, and ``trtcheck.build`` compiles them (``engine_build.compile_branches``).
 
-Three small passes, each run by the partitioner (``partitioner._partition_graph``) at one point:
+``decisions.decide`` sends the node itself to Torch (reason ``CONTROL_FLOW``, unless the user forced it);
+then two small passes, each run by the driver (``driver._partition_graph``) at one point:
 
-* ``mark_control_flow`` after the per-node decisions: the node runs in Torch, reason ``CONTROL_FLOW``;
 * ``isolate_control_flow`` after every segmentation: the node and the ``getitem`` of its result become a
   segment of their own, ``do_not_merge``, so ``merge_adjacent`` never joins it to a neighbour;
 * ``partition_branches`` last: each branch, copied with the parent's constants inlined, is partitioned.
@@ -19,90 +19,18 @@ Three small passes, each run by the partitioner (``partitioner._partition_graph`
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.fx
 
 from trtcheck.errors import PartitionError
-from trtcheck.lowering import copy_graph_module, is_mutable_state
-from trtcheck.partitioning.decisions import is_getitem
-from trtcheck.partitioning.partition import Partition, Reason, ReasonKind, Segment, Target
-from trtcheck.settings import ModuleMatcher
-
-
-@dataclass(frozen=True)
-class ControlFlowOp:
-    """How one higher-order op hands values to its branches (argument positions of its call)."""
-
-    name: str
-    branches: tuple[int, ...]  # the branch GraphModules (get_attr nodes)
-    operands: tuple[int, ...]  # the tuples whose concatenation every branch's placeholders receive, in order
-    fixed: tuple[int, ...]  # those of ``operands`` every call of a branch receives unchanged (not loop-carried)
-
-
-# The one list of control-flow ops trtcheck knows. cond(pred, true_fn, false_fn, operands) calls one branch
-# with ``operands``; while_loop(cond_fn, body_fn, carried, additional) calls both with carried + additional,
-# the carried values changing from one iteration to the next.
-CONTROL_FLOW_OPS: dict[Any, ControlFlowOp] = {
-    torch.ops.higher_order.cond: ControlFlowOp("torch.cond", branches=(1, 2), operands=(3,), fixed=(3,)),
-    torch.ops.higher_order.while_loop: ControlFlowOp("while_loop", branches=(0, 1), operands=(2, 3), fixed=(3,)),
-}
-
-
-# The ops' classes: a type test is what every round of partitioning pays per node, cheaper than hashing targets.
-_CONTROL_FLOW_TYPES = frozenset(type(op) for op in CONTROL_FLOW_OPS)
-
-
-def control_flow_op(node: torch.fx.Node) -> ControlFlowOp | None:
-    """The ``ControlFlowOp`` ``node`` calls, or None for any other node."""
-    return CONTROL_FLOW_OPS.get(node.target) if is_control_flow(node) else None
-
-
-def is_control_flow(node: torch.fx.Node) -> bool:
-    return type(node.target) in _CONTROL_FLOW_TYPES and node.op == "call_function"
-
-
-def branch_names(node: torch.fx.Node) -> list[str]:
-    """The attribute names of a control-flow node's branch GraphModules (``["true_graph_0", "false_graph_0"]``)."""
-    op = control_flow_op(node)
-    if op is None:
-        return []
-    return [node.args[position].target for position in op.branches]
-
-
-def bound_operands(node: torch.fx.Node) -> list[tuple[Any, bool]]:
-    """What each placeholder of a branch of ``node`` receives, in order, and whether it is the same on every call."""
-    op = control_flow_op(node)
-    if op is None:
-        return []
-    return [(value, position in op.fixed) for position in op.operands for value in node.args[position]]
-
-
-def control_flow_reason(node: torch.fx.Node) -> Reason:
-    op = control_flow_op(node)
-    assert op is not None, f"{node.name} is not a control-flow node"
-    return Reason(
-        ReasonKind.CONTROL_FLOW,
-        f"{op.name} runs in PyTorch as a segment of its own (do_not_merge); its branches "
-        f"{', '.join(branch_names(node))} are partitioned separately (Partition.subpartitions)",
-    )
-
-
-def mark_control_flow(
-    nodes: list[torch.fx.Node], targets: dict[torch.fx.Node, Target], reasons: dict[torch.fx.Node, Reason]
-) -> None:
-    """Send every control-flow node to Torch with reason ``CONTROL_FLOW`` (in place).
-
-    A node the user forced (torch_executed_ops/modules) keeps that reason: the user's word comes first.
-    """
-    for node in nodes:
-        if is_control_flow(node):
-            targets[node] = Target.TORCH
-            if reasons.get(node) is None or reasons[node].kind not in (ReasonKind.FORCED_OP, ReasonKind.FORCED_MODULE):
-                reasons[node] = control_flow_reason(node)
+from trtcheck.lowering.graph import copy_graph_module, is_mutable_state
+from trtcheck.names import ModuleMatcher
+from trtcheck.partitioning.model import Partition, Segment
+from trtcheck.partitioning.nodes import bound_operands, branch_names, is_control_flow, is_getitem
+from trtcheck.partitioning.reasons import Target
 
 
 def isolate_control_flow(segments: list[Segment]) -> list[Segment]:
@@ -111,7 +39,7 @@ def isolate_control_flow(segments: list[Segment]) -> list[Segment]:
 
     A segment's nodes are in graph order, so the nodes before the control-flow node never read it and those
     after it never feed it: the split keeps every value defined before it is read. Only Torch segments are
-    searched: ``mark_control_flow`` sent the nodes there, and no rule ever moves a node to TensorRT.
+    searched: ``decide`` sent the nodes there, and no rule ever moves a node to TensorRT.
     """
     result: list[Segment] = []
     for segment in segments:
@@ -225,14 +153,3 @@ def partition_branches(partition: Partition, forced_modules: ModuleMatcher, part
     return found
 
 
-def branch_owners(partition: Partition) -> dict[str, torch.fx.Node]:
-    """The control-flow node of ``partition``'s graph that calls each branch, by branch name."""
-    return {name: node for node in partition.graph_module.graph.nodes for name in branch_names(node)}
-
-
-def walk(partition: Partition, path: str = "") -> Iterator[tuple[str, Partition]]:
-    """``partition`` and every sub-partition below it, depth first, each with its branch path
-    (``""`` for ``partition`` itself, then ``"true_graph_0"``, ``"true_graph_0/false_graph_0"``, ...)."""
-    yield path, partition
-    for name, sub in partition.subpartitions.items():
-        yield from walk(sub, f"{path}/{name}" if path else name)

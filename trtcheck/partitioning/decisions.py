@@ -11,104 +11,97 @@ partitioning: the node runs in Torch with reason ``VALIDATOR_ERROR`` naming the 
 
 from __future__ import annotations
 
-import functools
-import operator
 from collections.abc import Callable
 
 import torch
 import torch.fx
 from torch.fx.passes.operator_support import OperatorSupportBase
 
-from trtcheck.partitioning.partition import Reason, ReasonKind, Target
-from trtcheck.settings import ModuleMatcher, OpMatcher
+from trtcheck.conversion import Verdict, verdict
+from trtcheck.names import ModuleMatcher, OpMatcher
+from trtcheck.partitioning.nodes import branch_names, control_flow_op, is_control_flow, is_getitem, target_name
+from trtcheck.partitioning.reasons import Reason, ReasonKind, Target
 
 SupportFn = Callable[[torch.fx.Node], bool]
 Support = SupportFn | OperatorSupportBase | None
+Judge = Callable[[torch.fx.Node], Verdict]
+"""What ``decide`` asks of each node: the registry's ``verdict``, or a user's ``support`` wrapped by ``judge_with``."""
 
 
-def support_function(support: Support) -> SupportFn:
-    """Normalize the ``support`` argument of ``partition`` to a predicate over nodes."""
+def judge_with(support: Support) -> Judge:
+    """The ``support`` argument of ``partition`` as a ``Judge``: ``None`` for trtcheck's converter registry
+    (``conversion.verdict``, which names the converter and why it refused), a callable ``(Node) -> bool``, or
+    a ``torch.fx.passes.operator_support.OperatorSupportBase``. A user's check that raises is a verdict with
+    its ``error``, never a crash."""
     if support is None:
-        from trtcheck.conversion import is_convertible  # importing populates the registry
-
-        return is_convertible
+        return verdict
     if isinstance(support, OperatorSupportBase):
-        return lambda node: bool(support.is_node_supported({}, node))
-    if callable(support):
-        return support
-    raise TypeError(
-        f"support must be None (trtcheck's converter registry), a callable (torch.fx.Node) -> bool, or a "
-        f"torch.fx.passes.operator_support.OperatorSupportBase; got {type(support).__name__}"
-    )
+        ask: SupportFn = lambda node: bool(support.is_node_supported({}, node))  # noqa: E731
+    elif callable(support):
+        ask = support
+    else:
+        raise TypeError(
+            f"support must be None (trtcheck's converter registry), a callable (torch.fx.Node) -> bool, or a "
+            f"torch.fx.passes.operator_support.OperatorSupportBase; got {type(support).__name__}"
+        )
+
+    def judge(node: torch.fx.Node) -> Verdict:
+        try:
+            return Verdict(bool(ask(node)))
+        except Exception as error:  # noqa: BLE001 - a failing support check means "not convertible", never a crash
+            return Verdict(False, error=error)
+
+    return judge
 
 
-@functools.cache
-def _registry():
-    from trtcheck.conversion import registry  # importing the package populates the registry
-
-    return registry
-
-
-def _registry_is_convertible() -> SupportFn:
-    return _registry().is_convertible
-
-
-def _registry_check_node():
-    return _registry().check_node
-
-
-def check_support(node: torch.fx.Node, supports: SupportFn) -> tuple[bool, str | None]:
-    """``(supported, error)``: ``error`` describes the exception the support check raised, if any.
-
-    For the converter registry (``support=None``) it names the converter:
-    ``"aten.relu.default validator raised KeyError: 'val'"``; for any other predicate,
-    ``"support check raised KeyError: 'val'"``. A check that raised counts as unsupported.
-    """
-    check_node = _registry_check_node() if supports is _registry_is_convertible() else None
-    if check_node is not None:
-        supported, exc = check_node(node)
-        if exc is None:
-            return supported, None
-        return False, f"{_target_name(node.target)} validator raised {type(exc).__name__}: {exc}"
-    try:
-        return bool(supports(node)), None
-    except Exception as exc:  # noqa: BLE001 - a failing support check means "not convertible", never a crash
-        return False, f"support check raised {type(exc).__name__}: {exc}"
-
-
-def is_getitem(node: torch.fx.Node) -> bool:
-    return node.op == "call_function" and node.target is operator.getitem
+def initial_targets(
+    nodes: list[torch.fx.Node], judge: Judge, forced_ops: OpMatcher, forced_modules: ModuleMatcher
+) -> tuple[dict[torch.fx.Node, Target], dict[torch.fx.Node, Reason]]:
+    """Every compute node's target and reason before any partitioning rule: ``decide`` for each, then every
+    ``getitem`` follows its producer."""
+    targets: dict[torch.fx.Node, Target] = {}
+    reasons: dict[torch.fx.Node, Reason] = {}
+    for node in nodes:
+        if not is_getitem(node):
+            targets[node], reasons[node] = decide(node, judge, forced_ops, forced_modules)
+    follow_producers(nodes, targets, reasons)
+    return targets, reasons
 
 
 def decide(
-    node: torch.fx.Node, supports: SupportFn, forced_ops: OpMatcher, forced_modules: ModuleMatcher
+    node: torch.fx.Node, judge: Judge, forced_ops: OpMatcher, forced_modules: ModuleMatcher
 ) -> tuple[Target, Reason]:
-    """The initial target of one compute node (``getitem`` excluded: see ``follow_producers``)."""
+    """The initial target of one compute node (``getitem`` excluded: see ``follow_producers``): the user's word
+    first, then control flow (its own Torch segment; its branches are partitioned apart), then the judge."""
     if forced_ops(node.target):
         return Target.TORCH, Reason(ReasonKind.FORCED_OP, f"{node.target} is in torch_executed_ops")
     module = forced_modules(node)
     if module is not None:
         return Target.TORCH, Reason(ReasonKind.FORCED_MODULE, f"inside {module!r} (torch_executed_modules)")
-    supported, error = check_support(node, supports)
-    if error is not None:
-        return Target.TORCH, Reason(ReasonKind.VALIDATOR_ERROR, error)
-    if not supported:
-        return Target.TORCH, Reason(ReasonKind.NO_CONVERTER, _refusal(node, supports))
+    if is_control_flow(node):
+        return Target.TORCH, control_flow_reason(node)
+    judged = judge(node)
+    if judged.error is not None:
+        error = f"{type(judged.error).__name__}: {judged.error}"
+        if judged.converter is not None:
+            return Target.TORCH, Reason(ReasonKind.VALIDATOR_ERROR, f"{target_name(node.target)} validator raised {error}")
+        return Target.TORCH, Reason(ReasonKind.VALIDATOR_ERROR, f"support check raised {error}")
+    if not judged:
+        return Target.TORCH, Reason(ReasonKind.NO_CONVERTER, _refusal(node, judged))
     return Target.TENSORRT, Reason(ReasonKind.CONVERTIBLE)
 
 
-def _refusal(node: torch.fx.Node, supports: SupportFn) -> str:
+def _refusal(node: torch.fx.Node, judged: Verdict) -> str:
     """Why an unsupported node is: no converter for its overload, or a converter whose validator said no.
 
     The two call for different fixes (register a converter, or change the dtypes/arguments the existing
-    one refuses), so the registry case names which one it was and what the validator was shown.
+    one refuses), so the registry's verdict names which one it was and what the validator was shown.
     """
-    if supports is _registry_is_convertible() and node.op == "call_function":
-        if _registry().get(node.target) is None:
-            return f"no converter for {_target_name(node.target)}"
-        why = _registry().refusal(node)
-        because = f": {why}" if why else ""
-        return f"the {_target_name(node.target)} converter's validator refused {_signature(node)}{because}"
+    if judged.converter is not None:
+        because = f": {judged.reason}" if judged.reason else ""
+        return f"the {target_name(node.target)} converter's validator refused {_signature(node)}{because}"
+    if judged.reason is not None and node.op == "call_function":
+        return judged.reason
     return f"no converter accepts {_describe(node)}"
 
 
@@ -128,14 +121,8 @@ def _signature(node: torch.fx.Node) -> str:
     return f"{', '.join(arguments)} -> {show(node.meta.get('val'))}"
 
 
-def _target_name(target: object) -> str:
-    if isinstance(target, torch._ops.OpOverload):
-        return str(target)
-    return getattr(target, "__name__", str(target))
-
-
 def _describe(node: torch.fx.Node) -> str:
-    name = _target_name(node.target)
+    name = target_name(node.target)
     value = node.meta.get("val")
     dtype = getattr(value, "dtype", None)
     return f"{name}" + (f" on {dtype}" if dtype is not None else "")
@@ -151,3 +138,13 @@ def follow_producers(
             target = targets.get(producer, Target.TORCH)  # indexing a graph input: nothing to compile
             targets[node] = target
             reasons[node] = Reason(ReasonKind.FOLLOWS_PRODUCER, f"indexes {producer.name}")
+
+
+def control_flow_reason(node: torch.fx.Node) -> Reason:
+    op = control_flow_op(node)
+    assert op is not None, f"{node.name} is not a control-flow node"
+    return Reason(
+        ReasonKind.CONTROL_FLOW,
+        f"{op.name} runs in PyTorch as a segment of its own (do_not_merge); its branches "
+        f"{', '.join(branch_names(node))} are partitioned separately (Partition.subpartitions)",
+    )

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch.fx
 
-from trtcheck.partitioning.control_flow import walk
-from trtcheck.partitioning.partition import Partition, ReasonKind, Target
+from trtcheck.partitioning.reasons import ReasonKind, Target
+
+if TYPE_CHECKING:  # Partition imports this module to explain itself; this one only reads its fields
+    from trtcheck.partitioning.model import Partition
 
 # Headings in the order a reader acts on them: what the user asked for, what a converter could fix, then
 # what follows from the partitioning rules. Kinds not listed here (a Torch node should never be
@@ -34,7 +37,7 @@ REASON_HEADINGS: dict[ReasonKind, str] = {
 
 
 @dataclass(frozen=True)
-class Engine:
+class EngineSegment:
     """One TensorRT segment: its index in ``Partition.segments`` and how many compute nodes it holds.
 
     ``branch`` is the path of the sub-partition whose segment it is (``true_graph_0``), '' for the model's own.
@@ -70,7 +73,7 @@ class ExplainSummary:
 
     compute_nodes: int
     tensorrt_nodes: int
-    engines: tuple[Engine, ...]
+    engines: tuple[EngineSegment, ...]
     torch_groups: tuple[ReasonGroup, ...]
     unplaced: tuple[str, ...] = ()
     branches: int = 0  # sub-partitions (branch graphs, nested ones included)
@@ -88,17 +91,17 @@ class ExplainSummary:
     @classmethod
     def of(cls, partition: Partition) -> ExplainSummary:
         """Summarize ``partition`` and its branches; linear in the graphs' size (one pass over segments and nodes)."""
-        engines: list[Engine] = []
+        engines: list[EngineSegment] = []
         groups: dict[tuple[ReasonKind, str], list[str]] = {}
         unplaced: list[str] = []
         compute = tensorrt = branches = branch_nodes = 0
-        for path, part in walk(partition):
+        for path, part in partition.walk():
             target_by_node: dict[torch.fx.Node, Target] = {}
             for index, segment in enumerate(part.segments):
                 for node in segment.nodes:
                     target_by_node[node] = segment.target
                 if segment.target is Target.TENSORRT:
-                    engines.append(Engine(index, len(segment.nodes), path))
+                    engines.append(EngineSegment(index, len(segment.nodes), path))
             nodes = part.compute_nodes
             compute += len(nodes)
             branches, branch_nodes = branches + bool(path), branch_nodes + (len(nodes) if path else 0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-from trtcheck.partitioning.partition import Segment
+from trtcheck.partitioning.model import Segment
 
 
 def segment_module(graph_module: torch.fx.GraphModule, segment: Segment) -> torch.fx.GraphModule:

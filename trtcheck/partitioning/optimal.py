@@ -39,32 +39,21 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.fx
 from torch import Tensor
 
-from trtcheck.lowering import is_mutable_state, value_bytes
-from trtcheck.partitioning.partition import Segment, Target, is_tensor_value
+from trtcheck.lowering.graph import is_mutable_state
+from trtcheck.lowering.symbols import value_bytes
+from trtcheck.partitioning.model import Segment
+from trtcheck.partitioning.nodes import is_tensor_value
+from trtcheck.partitioning.reasons import Target
 
 _TRT, _TORCH = 0, 1
 _LOCAL_SEARCH_PASSES = 3
-
-
-def crossing_values(segments: Sequence[Segment]) -> Iterator[torch.fx.Node]:
-    """The values read across segment boundaries in one call: every segment's external input, once per
-    reading segment, except a graph input read by a Torch segment (it crosses no engine boundary)."""
-    for segment in segments:
-        for value in segment.inputs:
-            if not (segment.target is Target.TORCH and value.op == "placeholder"):
-                yield value
-
-
-def boundary_bytes(segments: Sequence[Segment]) -> int:
-    """Bytes read across segment boundaries per call: what ``benchmarking.boundary_traffic`` reports."""
-    return sum(value_bytes(value) for value in crossing_values(segments))
 
 
 @dataclass

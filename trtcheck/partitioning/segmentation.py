@@ -18,9 +18,10 @@ from collections.abc import Callable, Sequence
 
 import torch.fx
 
-from trtcheck.partitioning.decisions import is_getitem
+from trtcheck.partitioning.model import Segment
+from trtcheck.partitioning.nodes import is_getitem
 from trtcheck.partitioning.optimal import optimal
-from trtcheck.partitioning.partition import Segment, Target
+from trtcheck.partitioning.reasons import Target
 
 Segmenter = Callable[[Sequence[torch.fx.Node], dict[torch.fx.Node, Target]], list[Segment]]
 
@@ -74,27 +75,6 @@ def dependency_aware(nodes: Sequence[torch.fx.Node], targets: dict[torch.fx.Node
     # No open list depends on the other (a dependency would have finalized it): emit the older first.
     segments.extend(sorted(open_lists.values(), key=lambda segment: opened_at[segment.target]))
     return segments
-
-
-def mergeable(first: Segment, second: Segment) -> bool:
-    """Neighbours of one target merge unless either is ``do_not_merge`` (the seed's loop/conditional blocks)."""
-    return first.target is second.target and not first.do_not_merge and not second.do_not_merge
-
-
-def merge_adjacent(segments: list[Segment]) -> list[Segment]:
-    """Merge neighbouring segments of one target unless either is ``do_not_merge``.
-
-    Concatenating neighbours keeps every node after its producers, so merging is always safe. The first
-    segment of each merged run absorbs the others (segments are fresh from a segmenter, so reusing them
-    saves allocations).
-    """
-    merged: list[Segment] = []
-    for segment in segments:
-        if merged and mergeable(merged[-1], segment):
-            merged[-1].nodes.extend(segment.nodes)
-        else:
-            merged.append(segment)
-    return merged
 
 
 # "optimal" alone segments one set of targets; the driver also runs dependency_aware for it and keeps the

@@ -8,6 +8,7 @@
 The ``trtcheck report`` command is a thin layer over ``load_runs`` and ``write_report``.
 """
 
+from trtcheck.errors import ReportError
 from trtcheck.report.analysis import (
     DEFAULT_THRESHOLD,
     Failure,
@@ -21,7 +22,7 @@ from trtcheck.report.analysis import (
     relative_change,
     summarize,
 )
-from trtcheck.report.loading import Commit, Group, Machine, ReportError, Run, load_run, load_runs
+from trtcheck.report.loading import Commit, Group, Machine, Run, load_run, load_runs
 from trtcheck.report.plots import Plot
 from trtcheck.report.writer import ReportResult, write_report
 

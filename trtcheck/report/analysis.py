@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trtcheck.report.loading import Group, ReportError, Run
+from trtcheck.errors import ReportError
+from trtcheck.report.loading import Group, Run
 
 DEFAULT_THRESHOLD = 0.10
 

@@ -16,11 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trtcheck.benchmarking import SCHEMA_VERSION, VARIANTS
-from trtcheck.errors import TrtcheckError
-
-
-class ReportError(TrtcheckError):
-    """A benchmark file cannot be reported on: unreadable, not pytest-benchmark JSON, or no trtcheck data."""
+from trtcheck.errors import ReportError
 
 
 @dataclass(frozen=True)

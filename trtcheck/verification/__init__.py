@@ -1,8 +1,9 @@
 """Verification: invariants of a partition, equivalence against eager, and repros of failures."""
 
+from trtcheck.errors import VerificationError
 from trtcheck.verification.equivalence import Comparison, OutputComparison, compare, default_tolerances
 from trtcheck.verification.invariants import Violation, check_invariants
-from trtcheck.verification.verify import VerificationError, VerificationReport, verify
+from trtcheck.verification.verify import VerificationReport, verify
 
 __all__ = [
     "Comparison",

@@ -32,11 +32,13 @@ from dataclasses import dataclass
 
 import torch.fx
 
-from trtcheck.partitioning.control_flow import branch_modules, branch_owners, is_control_flow
-from trtcheck.partitioning.decisions import Support, is_getitem, support_function
-from trtcheck.partitioning.partition import Partition, ReasonKind, Target, is_compute, node_is_tensor
-from trtcheck.partitioning.segmentation import mergeable
-from trtcheck.settings import ModuleMatcher, resolve_modules, resolve_ops
+from trtcheck.conversion import registry
+from trtcheck.names import ModuleMatcher, resolve_modules, resolve_ops
+from trtcheck.partitioning.control_flow import branch_modules
+from trtcheck.partitioning.decisions import Support, judge_with
+from trtcheck.partitioning.model import Partition, mergeable
+from trtcheck.partitioning.nodes import is_compute, is_control_flow, is_getitem, node_is_tensor
+from trtcheck.partitioning.reasons import ReasonKind, Target
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,7 @@ def _tensor_boundaries(partition: Partition) -> list[Violation]:
 
 def _settings_honoured(partition: Partition, support: Support, forced_modules: ModuleMatcher) -> list[Violation]:
     """No unsupported, forced-op or forced-module node in a TensorRT segment."""
-    supports = support_function(support)
+    judge = judge_with(support)
     forced_ops = resolve_ops(partition.settings.torch_executed_ops)
     found = []
     for index, segment in enumerate(partition.segments):
@@ -154,16 +156,13 @@ def _settings_honoured(partition: Partition, support: Support, forced_modules: M
                 found.append(Violation("forced_op", f"{node.target} is in torch_executed_ops", index, node.name))
             elif (module := forced_modules(node)) is not None:
                 found.append(Violation("forced_module", f"inside forced module {module!r}", index, node.name))
-            elif not supports(node):
+            elif not judge(node):
                 found.append(Violation("unsupported", f"{node.target} has no converter", index, node.name))
     return found
 
 
 def _validator_errors(partition: Partition, support: Support) -> list[Violation]:
     """No node fell back to Torch because a built-in converter's validator raised."""
-    # importing the package populates the registry
-    from trtcheck.conversion import registry
-
     if support is not None and support is not registry.is_convertible:
         return []  # a user's support callable: its crashes are the user's business
     found = []
@@ -221,7 +220,7 @@ def _control_flow(partition: Partition) -> list[Violation]:
 
 def _branches(partition: Partition, support: Support, forced_modules: ModuleMatcher) -> list[Violation]:
     """Every branch partitioned, every sub-partition a branch; then every rule inside each, naming the branch."""
-    owners = branch_owners(partition)
+    owners = partition.branch_owners()
     found = [
         Violation("subpartition", f"branch {name} has no sub-partition (Partition.subpartitions)", node=owners[name].name)
         for name in sorted(owners.keys() - partition.subpartitions.keys())

@@ -44,15 +44,13 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from trtcheck.atomic import atomic_write
-from trtcheck.lowering import _drop_guards
+from trtcheck.errors import ReproWriteWarning
+from trtcheck.lowering.export import drop_guards
+from trtcheck.names import resolve_modules
 from trtcheck.settings import Settings
 
 FORMAT = 1
 _KEPT_META = ("nn_module_stack", "stack_trace")
-
-
-class ReproWriteWarning(UserWarning):
-    """A repro could not be written (an unwritable report directory, a full disk); the check's result stands."""
 
 
 def _standalone(settings: Settings, graph_module: torch.fx.GraphModule) -> Settings:
@@ -63,8 +61,6 @@ def _standalone(settings: Settings, graph_module: torch.fx.GraphModule) -> Setti
     """
     if not settings.torch_executed_modules:
         return settings
-    from trtcheck.settings import resolve_modules
-
     paths = resolve_modules(settings.torch_executed_modules, graph_module.graph).paths
     return dataclasses.replace(settings, torch_executed_modules=sorted(paths))
 
@@ -89,7 +85,7 @@ def write_repro(
     """
     if isinstance(graph_module, torch.export.ExportedProgram):
         graph_module = graph_module.module()
-        _drop_guards(graph_module)
+        drop_guards(graph_module)
     folder = pathlib.Path(directory) / safe_name(name)
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -17,20 +17,24 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from trtcheck.compiler import CompileTimes, compile, convert
-from trtcheck.control_flow import branch_determinism_violations, stitched_branches
+from trtcheck.build.clock import CompileTimes
+from trtcheck.build.compile import compile
 from trtcheck.engines import describe_backend, resolve_backend
-from trtcheck.errors import InputDomainError, NondeterministicModelError, TrtcheckError
+from trtcheck.errors import InputMismatchError, VerificationError
+from trtcheck.names import checked_settings
 from trtcheck.partitioning.decisions import Support
-from trtcheck.partitioning.partition import Partition
-from trtcheck.partitioning.segmentation import dependency_aware, merge_adjacent, naive
+from trtcheck.partitioning.model import Partition, merge_adjacent
+from trtcheck.partitioning.segmentation import dependency_aware, naive
+from trtcheck.runtime.stitch import RESTRIDES, EngineModule, recorded_stride, stitched_branches
 from trtcheck.settings import Settings
-from trtcheck.shape_analysis import random_like, specialized_symbols
-from trtcheck.stitching import RESTRIDES, EngineModule, InputMismatchError, recorded_stride
+from trtcheck.verification.determinism import _check_eager_is_deterministic, determinism_violations, specialization_violations
 from trtcheck.verification.equivalence import Comparison, compare
+from trtcheck.verification.inputs import InputSet, _cloned, _input_sets, _run_eager, _sized_input_sets
 from trtcheck.verification.invariants import Violation, check_invariants
+from trtcheck.verification.repro import write_repro
+from trtcheck.verification.state import restore_state, snapshot_state, state_violations
 
 
 @dataclass
@@ -81,29 +85,6 @@ class VerificationReport:
         return "\n".join(lines)
 
 
-class VerificationError(TrtcheckError, AssertionError):
-    """A stitched module differs from eager, or its partition breaks an invariant; ``.report`` says how."""
-
-    def __init__(self, report: VerificationReport) -> None:
-        super().__init__(str(report))
-        self.report = report
-
-
-InputSet = Sequence[Any]
-
-
-def specialization_violations(gm: torch.fx.GraphModule) -> list[Violation]:
-    """A ``dynamic_shape`` violation for every dynamic size of ``gm`` that compiling fixed to a number."""
-    return [
-        Violation(
-            "dynamic_shape",
-            f"compiling fixed the dynamic size {symbol} to {value}, the example's: a comparison on a symbolic size "
-            "inside trtcheck (a bug); engines and checks after it treat that size as static",
-        )
-        for symbol, value in specialized_symbols(gm).items()
-    ]
-
-
 def verify(
     model: torch.nn.Module,
     example_inputs: Sequence[Any],
@@ -151,7 +132,7 @@ def verify(
     ``lowered`` is ``lower(model, example_inputs)`` made earlier (``LoweringCache``: once per model, its
     own determinism checked there); partitioning and conversion are then repeated from copies of it.
     """
-    settings = Settings.coerce(settings)
+    settings = checked_settings(settings)
     engine = describe_backend(backend)  # raises for an unknown backend, or an explicit one missing here
     backend = resolve_backend(backend)
     name = name or type(model).__name__
@@ -192,165 +173,10 @@ def verify(
 
     if not report.passed:
         if report_dir is not None:
-            from trtcheck.verification.repro import write_repro
-
             failure = "\n".join(str(report).splitlines()[:40])
             report.repro = write_repro(report_dir, partition.graph_module, tuple(example_inputs), settings, backend, failure, name=name)
         raise VerificationError(report)
     return report
-
-
-def _input_sets(example: Sequence[Any], given: Sequence[InputSet] | None, count: int, seed: int) -> list[tuple]:
-    """The example, the example again (a second call), then the given sets or ``count - 1`` random ones."""
-    if given is not None:
-        if isinstance(given, (str, bytes)) or not all(isinstance(s, (tuple, list)) for s in given):
-            raise InputDomainError(
-                "inputs must be a list of input sets, each a tuple of the model's positional inputs, like "
-                "example_inputs: write inputs=[(x1,), (x2,)]"
-            )
-        extra = [tuple(s) for s in given]
-    else:
-        generator = torch.Generator().manual_seed(seed)
-        extra = [random_like(tuple(example), generator) for _ in range(max(count - 1, 0))]
-    return [tuple(example), tuple(example), *extra]
-
-
-def _sized_input_sets(signature: Any, example: Sequence[Any], count: int, seed: int) -> list[tuple[str, tuple]]:
-    """Input sets with every dynamic size at its minimum, at its maximum, then ``count - 1`` at random sizes in
-    range, each labelled with its sizes; values drawn like ``random_like`` (integers within the example's)."""
-    ranges = signature.symbol_ranges()
-    generator = torch.Generator().manual_seed(seed)
-    # Symbols of one Dim (export gives inputs sharing a Dim a symbol each for some small ranges) take one size.
-    groups: dict[str, list[Any]] = {}
-    for symbol in ranges:
-        groups.setdefault(signature.dim_names.get(str(symbol), str(symbol)), []).append(symbol)
-    low = {name: max(max(ranges[s][0] for s in symbols), 1) for name, symbols in groups.items()}
-    high = {
-        name: min((ranges[s][1] for s in symbols if ranges[s][1] is not None), default=2 * _example_size(signature, example, symbols[0]))
-        for name, symbols in groups.items()
-    }
-    choices = [("min", low), ("max", high)]
-    for _ in range(max(count - 1, 0)):
-        choices.append(("random size", {name: int(torch.randint(low[name], high[name] + 1, (), generator=generator)) for name in groups}))
-    sets = []
-    for kind, by_name in choices:
-        label = f"{kind}: " + ", ".join(f"{name}={v}" for name, v in sorted(by_name.items()))
-        values = {symbol: by_name[name] for name, symbols in groups.items() for symbol in symbols}
-        sets.append((label, _input_set_of_sizes(signature, example, values, generator)))
-    return sets
-
-
-def _example_size(signature: Any, example: Sequence[Any], symbol: Any) -> int:
-    leaves, _ = tree_flatten((tuple(example), {}))
-    for index, leaf in enumerate(signature.leaves):
-        for dim, size in enumerate(getattr(leaf, "sizes", None) or ()):
-            if getattr(size, "expr", None) == symbol and index < len(leaves):
-                return int(leaves[index].shape[dim])
-    return 1
-
-
-def _input_set_of_sizes(signature: Any, example: Sequence[Any], values: Mapping[Any, int], generator: torch.Generator) -> tuple:
-    """The positional inputs with the sizes ``values`` gives each symbol: floats normal, integers drawn between the
-    example's smallest and largest value, booleans fair coins; non-Tensor inputs kept."""
-    leaves, spec = tree_flatten(tuple(example))
-    made = []
-    for index, leaf in enumerate(leaves):
-        if not isinstance(leaf, torch.Tensor):
-            made.append(leaf)
-            continue
-        shape = signature.shape_for(index, values)
-        if leaf.is_floating_point():
-            made.append(torch.randn(shape, generator=generator, dtype=leaf.dtype).to(leaf.device))
-        elif leaf.dtype == torch.bool:
-            made.append((torch.rand(shape, generator=generator) < 0.5).to(leaf.device))
-        elif leaf.numel():
-            low, high = int(leaf.min()), int(leaf.max())
-            made.append(torch.randint(low, high + 1, shape, generator=generator, dtype=leaf.dtype).to(leaf.device))
-        else:
-            made.append(torch.zeros(shape, dtype=leaf.dtype, device=leaf.device))
-    return tuple(tree_unflatten(made, spec))
-
-
-def _cloned(value: Any) -> Any:
-    """Copies of every Tensor in ``value``: a model that writes into its inputs must not change the next run's."""
-    return tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, value)
-
-
-def _run_eager(model: torch.nn.Module, input_set: tuple, kwargs: dict, index: int, generated: bool) -> Any:
-    try:
-        with torch.no_grad():
-            return model(*_cloned(input_set), **_cloned(kwargs))
-    except Exception as error:  # noqa: BLE001 - eager itself failing is the input set's fault, said plainly
-        origin = (
-            "which trtcheck generated by redrawing the floating-point example inputs from a normal distribution"
-            if generated
-            else "which was given"
-        )
-        raise InputDomainError(
-            f"eager {type(model).__name__} itself fails on input set {index}, {origin}: {type(error).__name__}: "
-            f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}\nFix: the model's inputs are "
-            "constrained; pass valid input sets with verify(..., inputs=[(x1, ...), (x2, ...)]) (the "
-            "trtcheck_verify fixture takes the same keyword)"
-        ) from error
-
-
-def _check_eager_is_deterministic(model, example_inputs, kwargs, state, partition: Partition) -> None:
-    """Run eager twice from the same state on the same inputs; raise when it disagrees with itself."""
-    first = _run_eager(model, tuple(example_inputs), kwargs, 0, generated=False)
-    restore_state(model, state)
-    second = _run_eager(model, tuple(example_inputs), kwargs, 0, generated=False)
-    restore_state(model, state)
-    comparison = compare(first, second, rtol=0.0, atol=0.0)
-    if comparison.passed:
-        return
-    random_ops = sorted({str(node.target) for node in partition.graph_module.graph.nodes if _is_random(node)})
-    ops = f"; its random ops: {', '.join(random_ops)}" if random_ops else ""
-    raise NondeterministicModelError(
-        f"{type(model).__name__} is nondeterministic: two identical eager calls from the same state gave different "
-        f"outputs{ops}. No comparison with eager can then test the conversion. Fix: call model.eval() (dropout), "
-        f"or remove the random ops (or seed them inside forward) before verifying.\n{comparison}"
-    )
-
-
-def _is_random(node: torch.fx.Node) -> bool:
-    target = node.target
-    return isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags
-
-
-def snapshot_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Copies of every parameter and buffer of ``model``, by name."""
-    with torch.no_grad():
-        return {name: tensor.detach().clone() for name, tensor in _state(model).items()}
-
-
-def restore_state(model: torch.nn.Module, snapshot: Mapping[str, torch.Tensor]) -> None:
-    """Write ``snapshot`` back into ``model``'s parameters and buffers (the same tensors, updated in place)."""
-    with torch.no_grad():
-        for name, tensor in _state(model).items():
-            if name in snapshot and tensor.shape == snapshot[name].shape:
-                tensor.copy_(snapshot[name])
-
-
-def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    state = dict(model.named_parameters(remove_duplicate=False))
-    state.update(model.named_buffers(remove_duplicate=False))
-    return state
-
-
-def state_violations(before: Mapping[str, torch.Tensor], after: Mapping[str, torch.Tensor], what: str) -> list[Violation]:
-    """The parameters and buffers ``what`` changed (compile must leave the user's model as it found it)."""
-    changed = [
-        name
-        for name in before.keys() | after.keys()
-        if name not in before or name not in after or not _same_tensor(before[name], after[name])
-    ]
-    return [Violation("model_state", f"{what} changed the model's {name}") for name in sorted(changed)]
-
-
-def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    return torch.equal(a, b) or (a.is_floating_point() and bool(((a == b) | (a.isnan() & b.isnan())).all()))
 
 
 def scalar_input_violations(model, stitched, example_inputs, example_kwargs, rtol, atol) -> list[Violation]:
@@ -423,20 +249,3 @@ def segmentation_violations(partition: Partition) -> list[Violation]:
     return []
 
 
-def determinism_violations(
-    stitched, model, example_inputs, settings, support, example_kwargs, lowered=None, dynamic_shapes=None
-) -> list[Violation]:
-    """Partition and convert the model again from scratch (from ``lowered`` when given): the same segments,
-    byte-identical ONNX."""
-    first = stitched.conversion
-    again = convert(
-        model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=False, lowered=lowered,
-        dynamic_shapes=dynamic_shapes,
-    )
-    if first.layout != again.layout:
-        return [Violation("determinism", "partitioning the same model again from scratch gave different segments")]
-    return [
-        Violation("determinism", f"segment @{index}: converting it again from scratch gave different ONNX bytes")
-        for index in sorted(first.onnx_models.keys() | again.onnx_models.keys())
-        if first.onnx_models.get(index) != again.onnx_models.get(index)
-    ] + branch_determinism_violations(first.branches, again.branches)

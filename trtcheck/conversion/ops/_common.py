@@ -31,7 +31,7 @@ from trtcheck import dtypes as _dtypes
 from trtcheck.conversion.arguments import BoundArgs, bind
 from trtcheck.conversion.context import OPSET, is_symint, onnx_dtype
 from trtcheck.conversion.registry import OpTarget, Refusal, register
-from trtcheck.lowering import expression_bounds, symbol_ranges
+from trtcheck.lowering.symbols import expression_bounds, symbol_ranges
 
 if TYPE_CHECKING:  # pragma: no cover - only for annotations
     from trtcheck.conversion.context import ConversionContext
@@ -108,7 +108,7 @@ def _tensor_refusal(what: str, value: Any, allow_empty: bool = False, dynamic: b
     return None
 
 
-#: ``{symbol name: (min, max)}``, max None when unbounded: ``trtcheck.lowering.symbol_ranges``.
+#: ``{symbol name: (min, max)}``, max None when unbounded: ``trtcheck.lowering.symbols.symbol_ranges``.
 Ranges = Mapping[str, tuple["int | None", "int | None"]]
 
 
@@ -241,7 +241,7 @@ def converter(
     ``check`` then refuses, naming the argument and dim, any dynamic size it cannot handle.
 
     This is the built-in path: the converter is marked ``builtin`` (a crash in its validator is a
-    trtcheck bug that verification reports). Users register theirs with ``trtcheck.converters.register``.
+    trtcheck bug that verification reports). Users register theirs with ``trtcheck.conversion.register``.
     """
 
     def validator(node: torch.fx.Node) -> bool | Refusal:

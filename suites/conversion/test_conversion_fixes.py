@@ -1,0 +1,350 @@
+"""Regression tests for converter bugs users found, and for the contracts that keep them from returning.
+
+Each bug test compiles the user's repro with ``trtcheck.compile`` (``min_block_size=1``, ONNX Runtime)
+or converts the op through the converter harness, and compares with eager PyTorch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import pytest
+import torch
+import torch.nn.functional as F
+
+import trtcheck
+from suites.conversion.converter_cases import CASES
+from suites.conversion.converter_harness import Fn, check, export_graph
+from trtcheck import ReasonKind, Target, dtypes
+from trtcheck import conversion as converters
+from trtcheck.conversion import ConversionError, onnx_dtype, segment_to_onnx
+from trtcheck.conversion.arguments import bind
+from trtcheck.conversion.ops._common import TENSORRT_DTYPES, engine_refusal
+from trtcheck.engines.base import onnx_elem_type
+from trtcheck.errors import EngineBuildError, LoweringError
+
+A = torch.ops.aten
+ONE = trtcheck.Settings(min_block_size=1)
+
+
+def _compile_and_compare(model: torch.nn.Module, *inputs: torch.Tensor) -> trtcheck.CompiledModule:
+    compiled = trtcheck.compile(model.eval(), inputs, ONE)
+    with torch.no_grad():
+        want, got = model(*inputs), compiled(*inputs)
+    want, got = torch.utils._pytree.tree_leaves(want), torch.utils._pytree.tree_leaves(got)
+    assert len(want) == len(got)
+    for w, g in zip(want, got):
+        torch.testing.assert_close(g, w, equal_nan=True)
+    return compiled
+
+
+def _claimed(compiled: trtcheck.CompiledModule, target) -> bool:
+    partition = compiled.partition
+    nodes = [n for n in partition.compute_nodes if n.target == target]
+    assert nodes, f"{target} is not in the graph"
+    return all(partition.target_of(n) is Target.TENSORRT for n in nodes)
+
+
+# ---- schema-bound arguments ----------------------------------------------------------------------------------
+
+
+def test_bind_fills_defaults_and_reads_keywords_and_positionals_alike() -> None:
+    gm = export_graph(lambda x: A.add.Tensor(x, x, alpha=2) + A.sub.Scalar(x, 1.0, 3), (torch.randn(3),))
+    add = next(n for n in gm.graph.nodes if n.target == A.add.Tensor and "alpha" in n.kwargs)
+    sub = next(n for n in gm.graph.nodes if n.target == A.sub.Scalar)
+    assert bind(add).alpha == 2
+    assert bind(sub).alpha == 3  # positional: a node.kwargs.get("alpha", 1) read would have missed it
+    plain = next(n for n in gm.graph.nodes if n.target == A.add.Tensor and "alpha" not in n.kwargs)
+    assert bind(plain).alpha == 1  # the schema's default
+    with pytest.raises(AttributeError, match=r"aten.sub.Scalar has no argument 'beta' \(its schema has: self, other, alpha\)"):
+        _ = bind(sub).beta
+
+
+def test_bind_rejects_calls_that_do_not_fit_the_schema() -> None:
+    gm = export_graph(lambda x: A.relu.default(x), (torch.randn(3),))
+    relu = next(n for n in gm.graph.nodes if n.target == A.relu.default)
+    relu.kwargs = {"inplace": True}
+    with pytest.raises(TypeError, match=r"aten.relu.default has no argument 'inplace'"):
+        bind(relu)
+
+
+def test_alpha_passed_positionally_is_not_ignored() -> None:
+    """aten.sub.Scalar(x, 1.0, 3): alpha=3 arrives positionally and must scale the scalar."""
+    check(lambda x: A.sub.Scalar(x, 1.0, 3), (torch.randn(4),), targets=(A.sub.Scalar,))
+
+
+# ---- conv_transpose with output_padding >= stride ------------------------------------------------------------
+
+
+def test_conv_transpose_output_padding_beyond_stride_is_refused_with_its_reason() -> None:
+    layer = torch.nn.ConvTranspose2d(2, 2, 3, stride=(3, 2), dilation=4, output_padding=(2, 3))
+    compiled = _compile_and_compare(layer, torch.randn(1, 2, 5, 5))
+    node = next(n for n in compiled.partition.compute_nodes if n.target == A.convolution.default)
+    assert compiled.partition.target_of(node) is Target.TORCH
+    reason = compiled.partition.reasons[node]
+    assert reason.kind is ReasonKind.NO_CONVERTER
+    assert "output_padding (2, 3) not below stride (3, 2)" in reason.detail
+    assert "ONNX ConvTranspose cannot express it" in compiled.partition.explain()
+    assert not compiled.partition.fallbacks
+
+
+def test_conv_transpose_output_padding_beyond_stride_within_padding_converts() -> None:
+    """The extra rows are rows of the full transposed convolution: they become a smaller end padding."""
+    layer = torch.nn.ConvTranspose2d(2, 3, 3, stride=(2, 1), padding=(2, 3), dilation=3, output_padding=(2, 1))
+    compiled = _compile_and_compare(layer, torch.randn(1, 2, 5, 6))
+    assert _claimed(compiled, A.convolution.default) and not compiled.partition.fallbacks
+
+
+# ---- flash attention's logsumexp --------------------------------------------------------------------------------
+
+
+def test_flash_attention_logsumexp_has_its_own_shape_and_values() -> None:
+    attention = A._scaled_dot_product_flash_attention_for_cpu.default
+    q, k, v = (torch.randn(4, 4, 3, 6, generator=torch.Generator().manual_seed(i)) for i in range(3))
+    compiled = _compile_and_compare(Fn(lambda q, k, v: attention(q, k, v, is_causal=True)), q, k, v)
+    assert compiled(q, k, v)[1].shape == (4, 4, 3)
+
+
+# ---- 0-d permute and index_select -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fn", [lambda x, i: A.permute.default(x, []) + 1, lambda x, i: A.index_select.default(x, 0, i) + 1],
+    ids=["permute", "index_select"],
+)
+def test_zero_dim_input_converts(fn) -> None:
+    compiled = _compile_and_compare(Fn(fn), torch.tensor(2.5), torch.tensor([0]))
+    assert not compiled.partition.fallbacks
+    assert all(compiled.partition.target_of(n) is Target.TENSORRT for n in compiled.partition.compute_nodes)
+
+
+# ---- sparse tensors ---------------------------------------------------------------------------------------------
+
+
+def test_sparse_example_input_is_a_clear_lowering_error() -> None:
+    a = torch.randn(3, 3)
+    with pytest.raises(LoweringError, match=r"torch.sparse_csr tensor .* dense \(strided\) tensors only.*to_dense"):
+        trtcheck.compile(Fn(lambda s, b, c: torch.sparse.sampled_addmm(s, b, c)), (a.to_sparse_csr(), a, a), ONE)
+
+
+def test_sparse_values_inside_a_model_stay_in_pytorch() -> None:
+    a = torch.randn(3, 3)
+    model = Fn(lambda x, b: torch.sparse.mm(x.to_sparse_csr(), b, reduce="sum") + 1)
+    compiled = trtcheck.compile(model, (a, a), ONE)
+    torch.testing.assert_close(compiled(a, a), model(a, a))
+
+
+def test_engine_refusal_names_a_sparse_input() -> None:
+    gm = export_graph(lambda x: A.relu.default(x), (torch.randn(3, 3),))
+    relu = next(n for n in gm.graph.nodes if n.target == A.relu.default)
+    producer = relu.args[0]
+    producer.meta["val"] = producer.meta["val"].to_sparse()
+    assert f"input self (%{producer.name}) is a torch.sparse_coo tensor" in engine_refusal(relu)
+    assert not converters.is_convertible(relu)
+
+
+# ---- precise log1p / expm1 --------------------------------------------------------------------------------------
+
+
+def test_log_of_softplus_keeps_small_values() -> None:
+    """log(softplus(-20)) is -20 eagerly; Log(1 + exp(-20)) rounds to log(1) = 0 and then -inf."""
+    model = Fn(lambda x: torch.log(F.softplus(x)))
+    compiled = _compile_and_compare(model, torch.tensor([-20.0, -5.0, 0.0, 3.0]))
+    assert _claimed(compiled, A.log.default)
+
+
+@pytest.mark.parametrize("op", [A.log1p.default, A.expm1.default], ids=["log1p", "expm1"])
+def test_log1p_expm1_are_precise_over_their_range(op) -> None:
+    x = torch.tensor([0.0, -0.0, 1e-30, -1e-20, 1e-10, 3e-8, -1e-7, 1e-5, 0.3, -0.5, 1.0, 20.0, 80.0, 1e30,
+                      -1.0, -50.0, math.inf, -math.inf, math.nan])
+    if op == A.expm1.default:
+        x = x[x != 1e30]  # overflows to inf either way; kept out to keep the ratio exact
+    result = check(lambda t: op(t), (x,), targets=(op,))
+    got = torch.from_numpy(np.asarray(result.actual[0]))
+    torch.testing.assert_close(got, op(x), rtol=2e-7, atol=0, equal_nan=True)
+
+
+# ---- floor division and remainder as PyTorch computes them -----------------------------------------------------
+
+
+def test_floor_division_and_remainder_follow_aten() -> None:
+    t = torch.tensor([0.3, 0.7, 2.3, -0.7, -2.3, 5.0, -0.0, 1e-8])
+    check(lambda x: A.div.Tensor_mode(x, 0.1, rounding_mode="floor"), (t,))
+    check(lambda x: A.remainder.Scalar(x, 0.1), (t,))
+    check(lambda x: A.remainder.Scalar(x, -0.1), (t,))
+    divisors = torch.tensor([0.1, -0.1, 0.0, 3.0, -3.0, 0.25, 7.0, -0.0])
+    check(lambda x, y: A.div.Tensor_mode(x, y, rounding_mode="floor"), (t, divisors))
+    check(lambda x, y: A.remainder.Tensor(x, y), (t, divisors))
+    check(lambda x, y: A.floor_divide.default(x, y), (t, divisors))
+
+
+# ---- NaN propagates through max/min and their indices -------------------------------------------------------------
+
+
+_NAN = torch.tensor([[0.5, math.nan, 2.0, math.nan], [1.0, -1.0, 3.0, 0.0], [math.nan, 4.0, -2.0, 1.0]])
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: A.amax.default(x, [1]),
+        lambda x: A.amin.default(x, [0, 1], True),
+        lambda x: A.max.dim(x, 1),
+        lambda x: A.min.dim(x, 0, True),
+        lambda x: A.argmax.default(x, 1),
+        lambda x: A.argmin.default(x, 0),
+        lambda x: A.argmax.default(x),
+        lambda x: A.max.default(x),
+        lambda x: A.min.default(x[1]),
+    ],
+    ids=["amax", "amin", "max.dim", "min.dim", "argmax", "argmin", "argmax-flat", "max", "min-no-nan"],
+)
+def test_nan_propagates_like_pytorch(fn) -> None:
+    check(fn, (_NAN,))
+
+
+# ---- validators claim only what the emitted ONNX takes -----------------------------------------------------------
+
+
+def _reduced_precision_variants():
+    """Every float32 converter case again in float16 and bfloat16."""
+    for case in CASES:
+        inputs = case.inputs()
+        if not any(isinstance(t, torch.Tensor) and t.dtype == torch.float32 for t in inputs):
+            continue
+        for dtype in (torch.float16, torch.bfloat16):
+            yield pytest.param(case, dtype, id=f"{case.id}-{str(dtype).removeprefix('torch.')}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("case", "dtype"), list(_reduced_precision_variants()))
+def test_claimed_dtypes_are_accepted_by_the_emitted_onnx_ops(case, dtype) -> None:
+    """What a validator claims, the ONNX it emits must take: segment_to_onnx runs onnx.checker with full
+    type inference, which fails on an op given a type outside its schema's constraints (bfloat16 Conv
+    or MaxPool in opset 17). Unclaimed nodes and cases eager PyTorch cannot run in ``dtype`` are skipped."""
+    inputs = tuple(t.to(dtype) if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t for t in case.inputs())
+    try:
+        gm = export_graph(case.fn, inputs, case.decompose)
+    except Exception as error:  # noqa: BLE001 - e.g. a module whose float32 weights refuse half inputs
+        pytest.skip(f"eager/export cannot run it in {dtype}: {type(error).__name__}")
+    calls = [n for n in gm.graph.nodes if n.op == "call_function"]
+    if not all(converters.is_convertible(n) for n in calls):
+        pytest.skip("not every node is claimed in this dtype")
+    segment_to_onnx(gm)  # raises ConversionError("... invalid ...") on a type the ONNX schema refuses
+
+
+def test_bfloat16_max_pool_converts_and_matches() -> None:
+    x = torch.randn(1, 2, 6, 6).to(torch.bfloat16)
+    gm = export_graph(lambda t: A.max_pool2d.default(t, [2, 2]), (x,))
+    model = segment_to_onnx(gm)
+    assert {n.op_type for n in model.graph.node} >= {"Cast", "MaxPool"}
+
+
+def test_bfloat16_average_pooling_stays_in_pytorch() -> None:
+    gm = export_graph(lambda t: A.avg_pool2d.default(t, [2, 2]), (torch.randn(1, 2, 6, 6).to(torch.bfloat16),))
+    node = next(n for n in gm.graph.nodes if n.target == A.avg_pool2d.default)
+    assert not converters.is_convertible(node)
+
+
+# ---- one dtype table ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("row", dtypes.ROWS, ids=lambda r: str(r.torch).removeprefix("torch."))
+def test_converters_writer_and_engines_agree_on_every_dtype(row) -> None:
+    """The old disagreement (validators, ONNX writer and engines each had their own int8/int16/float64 rule)
+    cannot return: all three follow the table's ``in_engine``."""
+    gm = export_graph(lambda x: A.clone.default(x), (torch.zeros(3, dtype=row.torch),))
+    node = next(n for n in gm.graph.nodes if n.target == A.clone.default)
+    assert converters.is_convertible(node) is row.in_engine
+    assert (row.torch in TENSORRT_DTYPES) is row.in_engine
+    if row.in_engine:
+        assert onnx_dtype(row.torch) == onnx_elem_type(row.torch) == row.onnx
+    else:
+        assert f"{str(row.torch).removeprefix('torch.')}, which a TensorRT segment cannot hold" in engine_refusal(node)
+        with pytest.raises(ConversionError, match="cannot be held by a TensorRT segment"):
+            onnx_dtype(row.torch)
+        with pytest.raises(EngineBuildError, match="cannot cross an engine boundary"):
+            onnx_elem_type(row.torch)
+
+
+def test_no_validator_declares_a_dtype_outside_the_table() -> None:
+    """Every built-in converter's declared input/output dtypes lie inside the table's ENGINE_DTYPES."""
+    checked = 0
+    for target in converters.registered_targets():
+        validator = converters.get(target).validator
+        for name in ("input_dtypes", "output_dtypes"):
+            declared = getattr(validator, name, None)
+            if declared is not None:
+                checked += 1
+                assert declared <= dtypes.ENGINE_DTYPES, (target, name, declared - dtypes.ENGINE_DTYPES)
+    assert checked >= 2 * 150  # every built-in converter declares both
+
+
+# ---- Linear next to a graph output --------------------------------------------------------------------------------
+
+
+class AddThenLinear(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 5)
+
+    def forward(self, x: torch.Tensor, r: torch.Tensor):
+        a = x + r
+        return a, self.lin(a)
+
+
+def test_linear_whose_input_is_a_graph_output_compiles() -> None:
+    """Transpose(W) -> Gemm next to ``a`` being a graph output broke ONNX Runtime's optimizer."""
+    compiled = _compile_and_compare(AddThenLinear(), torch.randn(2, 4), torch.randn(2, 4))
+    assert not compiled.partition.fallbacks
+    model = onnx.load_from_string(next(iter(compiled.conversion.onnx_models.values())))
+    gemm = next(n for n in model.graph.node if n.op_type == "Gemm")
+    assert onnx.helper.get_attribute_value(next(a for a in gemm.attribute if a.name == "transB")) == 1
+    assert "Transpose" not in {n.op_type for n in model.graph.node}  # the unused one was pruned
+
+
+def test_fallback_reason_tells_an_engine_failure_from_a_converter_bug(monkeypatch) -> None:
+    from trtcheck.engines import onnxruntime as ort_engine
+
+    def refuse(*args, **kwargs):
+        raise EngineBuildError("onnxruntime: could not create a session for the segment's ONNX model: boom")
+
+    monkeypatch.setattr(ort_engine.OnnxRuntimeEngine, "build", classmethod(lambda cls, *a, **k: refuse()))
+    compiled = trtcheck.compile(AddThenLinear().eval(), (torch.randn(2, 4), torch.randn(2, 4)), ONE,
+                                backend="onnxruntime")
+    (fallback,) = compiled.partition.fallbacks
+    assert "[engine build failed" in fallback and "rather than a converter bug" in fallback
+
+    def broken(ctx, node):
+        raise RuntimeError("deliberately broken")
+
+    with converters.Snapshot():
+        converters.register(A.add.Tensor, override=True)(broken)
+        monkeypatch.undo()
+        compiled = trtcheck.compile(AddThenLinear().eval(), (torch.randn(2, 4), torch.randn(2, 4)), ONE)
+    (fallback,) = compiled.partition.fallbacks
+    assert "conversion failed: a trtcheck converter bug" in fallback
+
+
+# ---- Partition.fall_back ------------------------------------------------------------------------------------------
+
+
+def test_partition_fall_back_retargets_records_and_merges() -> None:
+    model = Fn(lambda x: torch.lgamma(torch.relu(x) + 1).sin() * 2)
+    partition = trtcheck.partition(model, (torch.rand(3) + 0.5,), ONE)
+    kinds = [s.target for s in partition.segments]
+    assert kinds == [Target.TENSORRT, Target.TORCH, Target.TENSORRT]
+    first = partition.segments[0]
+    size = len(first.nodes)
+    message = partition.fall_back(first, RuntimeError("nope"), stage="engine build failed")
+    assert message == "RuntimeError: nope [engine build failed]"
+    assert [s.target for s in partition.segments] == [Target.TORCH, Target.TENSORRT]  # merged with its neighbour
+    assert partition.fallbacks == [f"segment @0 ({size} nodes) runs in PyTorch: {message}"]
+    node = next(n for n in partition.compute_nodes if n.target == A.relu.default)
+    assert partition.reasons[node].kind is ReasonKind.CONVERSION_FAILED
+    with pytest.raises(ValueError, match="already runs in Torch"):
+        partition.fall_back(partition.segments[0], RuntimeError("again"))
+    with pytest.raises(ValueError, match="one of this partition's own segments"):
+        partition.fall_back(trtcheck.Segment(Target.TENSORRT, []), RuntimeError("stranger"))

@@ -1,0 +1,176 @@
+"""trtcheck's converters proven on torch's OpInfo samples, as onnxscript proves torchlib.
+
+One test per OpInfo op and dtype (float32, float16, int64, bool, where the op supports the dtype on CPU):
+its samples become one-op models, compiled by ``trtcheck.compile`` (``min_block_size=1``, ONNX Runtime),
+and each must be refused by the converters (no converter, or a validator said no) or be claimed and equal
+to eager. A fallback at conversion or engine build, a raising validator, an output unlike eager's, or an
+exception out of ``trtcheck.compile`` fails the test. Samples torch.export cannot capture, samples eager
+fails on and samples with random output are skipped (``opinfo_summary.py`` counts them).
+
+How many samples per op and dtype follows the hypothesis profile (root ``conftest.py``): ``ci`` (the
+default) and ``dev`` the first one, ``nightly`` all of them. ``opinfo_cases.py`` holds the per-sample logic
+and ``opinfo_expected_failures.py`` the reviewed table of known converter bugs.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest.importorskip("expecttest", reason="torch's OpInfo database imports expecttest: pip install -e '.[dev]'")
+
+import torch
+
+import trtcheck
+from suites.conversion import opinfo_cases as cases
+from suites.conversion.opinfo_expected_failures import EXPECTED_FAILURES
+
+PAIRS = cases.op_dtype_pairs()
+CHUNK = 64  # (op, dtype) pairs computed together: the samples of a chunk are compiled in batches
+
+
+def _profile(config: pytest.Config) -> str:
+    """The hypothesis profile this run uses: ``--hypothesis-profile``, else $HYPOTHESIS_PROFILE, else ci."""
+    return (
+        config.getoption("--hypothesis-profile", default=None)
+        or os.environ.get(cases.PROFILE_VARIABLE)
+        or cases.DEFAULT_PROFILE
+    )
+
+
+@pytest.fixture(scope="module")
+def opinfo_results(request: pytest.FixtureRequest):
+    """``results(op, dtype)``: the samples' results, computed a chunk of the selected tests at a time."""
+    limit = cases.samples_per_op(_profile(request.config))
+    selected = [
+        tuple(item.callspec.params[k] for k in ("op", "dtype"))
+        for item in request.session.items
+        if item.module is request.module and hasattr(item, "callspec") and "op" in item.callspec.params
+    ]
+    position = {pair: i for i, pair in enumerate(selected)}
+    cache: dict[tuple[str, str], list[cases.SampleResult]] = {}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+
+    def results(op: str, dtype: str) -> list[cases.SampleResult]:
+        if (op, dtype) not in cache:
+            start = position.get((op, dtype), 0) // CHUNK * CHUNK
+            chunk = [p for p in selected[start:start + CHUNK] if p not in cache] or [(op, dtype)]
+            if (op, dtype) not in chunk:
+                chunk.append((op, dtype))
+            cache.update(cases.run_pairs(chunk, limit))
+        return cache[(op, dtype)]
+
+    yield results
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize(("op", "dtype"), PAIRS, ids=[f"{op}-{dtype}" for op, dtype in PAIRS])
+def test_opinfo_sample_refused_or_equal(op: str, dtype: str, opinfo_results) -> None:
+    judge(opinfo_results(op, dtype), cases.expected_failure(EXPECTED_FAILURES, op, dtype))
+
+
+def judge(results: list[cases.SampleResult], expected: cases.ExpectedFailure | None) -> None:
+    """Fail on any failing sample; xfail when the table's entry excuses every one of them; fail when the
+    entry's sample ran and nothing failed (the bug is fixed: the entry must go)."""
+    failing = [r for r in results if r.outcome == cases.FAILING]
+    if expected is None:
+        assert not failing, f"{len(failing)} of {len(results)} samples fail:\n" + "\n".join(r.line() for r in failing)
+        return
+    unexcused = [r for r in failing if not expected.excuses(r)]
+    assert not unexcused, "failing beyond the expected failure:\n" + "\n".join(r.line() for r in unexcused)
+    if failing:
+        pytest.xfail(f"expected failure: {expected.why} ({len(failing)} of {len(results)} samples)")
+    assert expected.sample not in {r.index for r in results}, (
+        f"{expected.op} {expected.dtype} sample {expected.sample} no longer fails ({expected.why}): remove its "
+        "entry from opinfo_expected_failures.py"
+    )
+
+
+def test_judge_holds_the_expected_failures_table_to_account() -> None:
+    entry = cases.ExpectedFailure("sin", "float32", "a made-up bug", "Cos", sample=1)
+    equal = cases.SampleResult("sin", "float32", 0, cases.EQUAL)
+    bad = cases.SampleResult("sin", "float32", 1, cases.FAILING, "differs from eager: Cos")
+    other = cases.SampleResult("sin", "float32", 2, cases.FAILING, "fell back: something else")
+    judge([equal], entry)  # the entry's sample did not run (ci): nothing to say
+    judge([equal], None)
+    with pytest.raises(pytest.xfail.Exception):
+        judge([equal, bad], entry)  # excused
+    with pytest.raises(AssertionError, match="beyond the expected failure"):
+        judge([equal, bad, other], entry)  # a failure the entry does not describe
+    with pytest.raises(AssertionError, match="no longer fails"):
+        judge([equal, cases.SampleResult("sin", "float32", 1, cases.EQUAL)], entry)  # fixed: remove the entry
+    with pytest.raises(AssertionError, match="1 of 2 samples fail"):
+        judge([equal, bad], None)
+
+
+def test_expected_failures_name_real_ops_and_dtypes() -> None:
+    """Every entry of the table names an OpInfo op and a dtype it supports, once."""
+    seen = set()
+    for entry in EXPECTED_FAILURES:
+        assert (entry.op, entry.dtype) in set(PAIRS), f"{entry} names no OpInfo op and dtype of this suite"
+        assert (entry.op, entry.dtype) not in seen, f"{entry.op} {entry.dtype} is listed twice"
+        seen.add((entry.op, entry.dtype))
+        assert entry.why.strip(), f"{entry.op} {entry.dtype}: say why it fails"
+
+
+def test_profile_sample_counts() -> None:
+    assert cases.samples_per_op("nightly") is None
+    assert cases.samples_per_op("ci") == cases.samples_per_op(None) >= 1
+
+
+# ---- the harness itself can fail ---------------------------------------------------------------------
+# A converter made wrong on purpose (through the public registry, restored afterwards) must turn the
+# outcome of ``sin`` from EQUAL into FAILING; a validator that refuses turns it into REFUSED.
+
+aten = torch.ops.aten
+
+
+def _sin_results() -> list[cases.SampleResult]:
+    """sin's samples, float32 batched and alone, float16 alone (its tolerance has a second chance)."""
+    return (
+        cases.run_op("sin", "float32", 2, batched=True)
+        + cases.run_op("sin", "float32", 1, batched=False)
+        + cases.run_op("sin", "float16", 1, batched=False)
+    )
+
+
+def test_harness_sin_is_equal_with_the_builtin_converter() -> None:
+    assert trtcheck.conversion.get(aten.sin.default) is not None
+    assert {r.outcome for r in _sin_results()} == {cases.EQUAL}
+
+
+def test_harness_fails_a_converter_that_computes_the_wrong_thing() -> None:
+    with trtcheck.conversion.Snapshot():
+        trtcheck.conversion.register(aten.sin.default, override=True)(
+            lambda ctx, node: ctx.add("Cos", [ctx.name(node.args[0])])
+        )
+        results = _sin_results()
+    assert {r.outcome for r in results} == {cases.FAILING}, [r.line() for r in results]
+    assert all("differs from eager" in r.reason for r in results)
+
+
+def test_harness_fails_a_converter_that_raises() -> None:
+    def broken(ctx, node):
+        raise RuntimeError("broken on purpose")
+
+    with trtcheck.conversion.Snapshot():
+        trtcheck.conversion.register(aten.sin.default, override=True)(broken)
+        results = _sin_results()
+    assert {r.outcome for r in results} == {cases.FAILING}, [r.line() for r in results]
+    assert all("fell back" in r.reason and "broken on purpose" in r.reason for r in results)
+
+
+def test_harness_counts_a_refusing_validator_as_refused() -> None:
+    builtin = trtcheck.conversion.get(aten.sin.default)
+    with trtcheck.conversion.Snapshot():
+        trtcheck.conversion.register(aten.sin.default, validator=lambda node: False, override=True)(builtin.fn)
+        results = _sin_results()
+    assert {r.outcome for r in results} == {cases.REFUSED}, [r.line() for r in results]
+
+
+def test_harness_skips_random_ops() -> None:
+    results = cases.run_op("bernoulli", "float32", 2)
+    assert results and {r.outcome for r in results} == {cases.SKIPPED}
+    assert all(r.reason.startswith("random") for r in results), [r.line() for r in results]

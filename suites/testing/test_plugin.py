@@ -1,0 +1,112 @@
+"""The pytest plugin, tested the way users meet it: downstream test files run by pytester."""
+
+from __future__ import annotations
+
+import pytest
+
+DOWNSTREAM = """
+import torch
+import trtcheck
+
+class Small(torch.nn.Module):
+    def forward(self, x):
+        y = torch.relu(x * 2 + 1)
+        return torch.lgamma(y.abs() + 1) + y.sum(dim=1, keepdim=True)
+
+def test_mine(trtcheck_verify):
+    report = trtcheck_verify(Small().eval(), (torch.randn(2, 3),))
+    assert report.passed
+"""
+
+
+def test_without_the_flag_trtcheck_tests_are_skipped_with_a_reason(pytester):
+    pytester.makepyfile(test_down=DOWNSTREAM)
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines(["*run with --trtcheck*"])
+
+
+def test_with_the_flag_a_downstream_test_runs_across_the_presets(pytester):
+    pytester.makepyfile(test_down=DOWNSTREAM)
+    result = pytester.runpytest("--trtcheck", "-v")
+    # The default presets that apply to a user's model (torch_module needs a zoo submodule path).
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*test_mine?min_block_size_1? PASSED*", "*test_mine?torch_relu? PASSED*"])
+
+
+def test_presets_come_from_the_option_or_the_ini_file(pytester):
+    pytester.makepyfile(test_down=DOWNSTREAM)
+    result = pytester.runpytest("--trtcheck", "--trtcheck-settings", "naive,torch_add", "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_mine?naive? PASSED*", "*test_mine?torch_add? PASSED*"])
+    pytester.makeini("[pytest]\ntrtcheck_settings = min_block_size_3\n")
+    result = pytester.runpytest("--trtcheck", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_mine?min_block_size_3? PASSED*"])
+
+
+def test_an_unknown_preset_is_a_usage_error_with_suggestions(pytester):
+    pytester.makepyfile(test_down=DOWNSTREAM)
+    result = pytester.runpytest("--trtcheck", "--trtcheck-settings", "min_block_size_2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown trtcheck preset 'min_block_size_2'*Did you mean*min_block_size_1*"])
+
+
+def test_zoo_models_are_selected_by_glob(pytester):
+    pytester.makepyfile(test_zoo="""
+def test_zoo(trtcheck_model_entry, trtcheck_settings):
+    assert trtcheck_settings is not None
+""")
+    result = pytester.runpytest(
+        "--trtcheck", "--trtcheck-models", "seed_*,tuple_output", "--trtcheck-settings", "torch_module,min_block_size_1", "-v"
+    )
+    # seed_lgamma and tuple_output have no fallback submodule: torch_module does not apply to them.
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_zoo?seed_lgamma-min_block_size_1? PASSED*", "*test_zoo?tuple_output-min_block_size_1? PASSED*"])
+    result = pytester.runpytest("--trtcheck", "--trtcheck-models", "resnet9000")
+    result.stderr.fnmatch_lines(["*'resnet9000' matches no zoo model*"])
+
+
+def test_a_wrong_converter_is_caught_and_leaves_a_repro(pytester, tmp_path):
+    pytester.makeconftest("""
+import pytest
+import torch
+import trtcheck.conversion as converters
+
+def mul_as_add(ctx, node):  # deliberately wrong: the harness must catch it
+    return ctx.add("Add", [ctx.name(node.args[0]), ctx.name(node.args[1], dtype=ctx.meta(node).dtype)])
+
+@pytest.fixture(autouse=True)
+def wrong_mul():
+    with converters.Snapshot():  # the registry is restored afterwards (pytester runs in this process)
+        converters.register(torch.ops.aten.mul.Tensor, override=True)(mul_as_add)
+        yield
+""")
+    pytester.makepyfile(test_down=DOWNSTREAM)
+    report_dir = tmp_path / "reports"
+    result = pytester.runpytest("--trtcheck", "--trtcheck-settings", "min_block_size_1", "--trtcheck-report", str(report_dir))
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*VerificationError*", "*FAILED*", "*outputs differ from eager*", "*repro: python*repro.py*"])
+    repros = list(report_dir.glob("*/repro.py"))
+    assert len(repros) == 1
+
+
+def test_trtcheck_compile_fixture_returns_a_stitched_module(pytester):
+    pytester.makepyfile(test_downstream_compile="""
+import torch
+
+def test_compiled(trtcheck_compile, trtcheck_settings):
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
+    x = torch.randn(2, 4)
+    compiled = trtcheck_compile(model, (x,))
+    assert compiled.partition.settings is trtcheck_settings
+    torch.testing.assert_close(compiled(x), model(x))
+""")
+    result = pytester.runpytest("--trtcheck", "--trtcheck-settings", "min_block_size_1,torch_relu", "--trtcheck-backend", "onnxruntime")
+    result.assert_outcomes(passed=2)
+
+
+def test_works_under_xdist(pytester):
+    pytester.makepyfile(test_down=DOWNSTREAM)
+    result = pytester.runpytest_subprocess("--trtcheck", "-n", "2")
+    result.assert_outcomes(passed=3)

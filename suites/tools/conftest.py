@@ -1,0 +1,82 @@
+"""Factory files for the command-line tests: the user's own models, as a user would write them."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+FACTORIES = textwrap.dedent(
+    '''
+    import torch
+    from torch import nn
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return torch.lgamma(torch.relu(self.fc(x)) + 1) * 2
+
+
+    def build():
+        torch.manual_seed(0)
+        return Net().eval(), (torch.randn(2, 8),)
+
+
+    def as_list():
+        torch.manual_seed(0)
+        return [Net().eval(), [torch.randn(2, 8)]]
+
+
+    def noisy():  # dropout in training mode: eager disagrees with itself
+        return nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5)).train(), (torch.randn(4, 8),)
+
+
+    def broken():
+        raise ValueError("cannot build today")
+
+
+    def bare():
+        return Net()
+
+
+    def three():
+        return Net(), (torch.randn(2, 8),), {}
+
+
+    def tensor_inputs():
+        return Net(), torch.randn(2, 8)
+
+
+    def not_a_model():
+        return "Net", (torch.randn(2, 8),)
+
+
+    model = Net()
+    '''
+)
+
+
+@pytest.fixture
+def factories(tmp_path: Path) -> Path:
+    """``mine.py`` with one factory per way a target can be right or wrong."""
+    path = tmp_path / "mine.py"
+    path.write_text(FACTORIES)
+    return path
+
+
+@pytest.fixture
+def program(tmp_path: Path, factories: Path) -> Path:
+    """``net.pt2``: mine.py's ``build`` saved with torch.export.save."""
+    import torch
+
+    from trtcheck.tools.loading import load_model
+
+    loaded = load_model(f"{factories}:build")
+    path = tmp_path / "net.pt2"
+    torch.export.save(torch.export.export(loaded.model_or_program, loaded.example_inputs), path)
+    return path

@@ -1,0 +1,72 @@
+"""``trtcheck.compile``: the whole pipeline, lowering to stitching, with a failure of one segment contained.
+
+A TensorRT segment whose conversion or engine build fails does not fail the model: the segment falls
+back to PyTorch, each of its nodes gets a ``conversion_failed`` reason carrying the error, and
+``partition.fallbacks`` lists it. ``strict=True`` raises instead, for CI that must not degrade quietly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+
+from trtcheck.build.clock import _Clock
+from trtcheck.build.convert import convert
+from trtcheck.build.engine_build import build_engines, compile_branches
+from trtcheck.engines import resolve_backend
+from trtcheck.lowering.symbols import symbol_ranges
+from trtcheck.names import checked_settings
+from trtcheck.partitioning.decisions import Support
+from trtcheck.runtime.module import CompiledModule
+from trtcheck.runtime.signature import InputSignature
+from trtcheck.runtime.stitch import stitch
+from trtcheck.runtime.threads import check_torch_threads
+from trtcheck.settings import Settings
+
+
+def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_tensorrt.compile
+    model: torch.nn.Module,
+    example_inputs: Sequence[Any],
+    settings: Settings | None = None,
+    backend: str = "auto",
+    *,
+    support: Support = None,
+    strict: bool = False,
+    check_shapes: bool = True,
+    example_kwargs: Mapping[str, Any] | None = None,
+    lowered: torch.fx.GraphModule | None = None,
+    dynamic_shapes: Any = None,
+    torch_threads: int | str | None = "auto",
+) -> CompiledModule:
+    """Partition ``model``, build one engine per TensorRT segment, and stitch them with the Torch segments.
+
+    Returns a ``CompiledModule`` called like ``model`` (same inputs, same output structure), with
+    ``.partition`` (the ``Partition``, including fallbacks), ``.compile_times`` (``CompileTimes``),
+    ``.engines`` and ``.graph_module`` (the stitched graph). A TensorRT segment that fails to convert or
+    build runs in PyTorch (``partition.fallbacks`` says why) unless ``strict``. ``lowered``: see ``convert``.
+
+    ``torch_threads``: PyTorch's thread count while the compiled module runs. ``"auto"`` runs PyTorch on
+    one thread when the module has engines and every op left to PyTorch is memory-bound (a spinning
+    PyTorch worker would otherwise slow the next engine: ``stitching.auto_torch_threads``); an int sets
+    that count for every call; None leaves ``torch.get_num_threads()`` as the caller has it.
+    """
+    check_torch_threads(torch_threads)  # before any work: a bad value is the caller's mistake, not the model's
+    settings = checked_settings(settings)
+    backend = resolve_backend(backend)  # an explicit backend missing here fails now, before any work
+    clock = _Clock()
+    conversion = convert(
+        model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=check_shapes, clock=clock,
+        lowered=lowered, dynamic_shapes=dynamic_shapes,
+    )
+    partition = conversion.partition
+    engines = build_engines(
+        partition, conversion.onnx_models, conversion.errors, backend, clock, symbol_ranges(conversion.graph_module),
+        strict=strict, mismatched=conversion.mismatched, engines_in_model=conversion.engine_count,
+    )
+    stitched = clock.run("stitching", stitch, partition, engines)
+    compile_branches(conversion, stitched, backend, strict=strict, clock=clock)  # engines inside control-flow branches
+    signature = InputSignature.of(model, conversion.example_args, conversion.example_kwargs, graph_module=conversion.graph_module)
+    return CompiledModule(stitched, signature, clock.times, conversion, torch_threads)

@@ -1,0 +1,308 @@
+"""Lowering: any ``nn.Module`` to a core-ATen ``torch.fx.GraphModule`` with fake-tensor metadata.
+
+Partitioning needs one uniform input: a graph of ATen overloads whose every value carries
+``meta["val"]`` (shape and dtype) and whose nodes carry ``nn_module_stack`` (for module fallback).
+``torch.export`` followed by ``run_decompositions()`` gives exactly that; a ``GraphModule`` that is
+already ATen is taken as it is, and only its missing metadata is filled in.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+from trtcheck.errors import LoweringError
+from trtcheck.lowering.decompositions import core_aten_table
+from trtcheck.lowering.graph import is_aten_graph
+from trtcheck.lowering.symbols import DIM_NAMES, RANGES, _finite
+
+
+def lower(
+    model: torch.nn.Module | torch.export.ExportedProgram,
+    example_inputs: Sequence[Any],
+    example_kwargs: Mapping[str, Any] | None = None,
+    *,
+    dynamic_shapes: Any = None,
+) -> torch.fx.GraphModule:
+    """Lower ``model`` to a core-ATen ``GraphModule``; ATen ``GraphModule`` inputs are reused as they are.
+
+    An ATen ``GraphModule`` is returned as it is (only its missing ``meta["val"]`` are filled in): passes
+    that need to rewrite a graph they do not own copy it first (``copy_graph_module``), which for large
+    graphs costs more than partitioning itself.
+
+    A ``torch.export.ExportedProgram`` (a ``.pt2`` file's content) is lowered as it is, without tracing
+    again: only its core-ATen decompositions are run, so the graph is the one the user exported.
+
+    ``dynamic_shapes`` is ``torch.export.export``'s argument (``torch.export.Dim`` per dynamic dimension):
+    the graph's metadata then carries symbolic sizes, and ``gm.meta[RANGES]`` each symbol's range
+    (``symbol_ranges``), which shape analysis and the engines' shape profiles are built from.
+    """
+    if isinstance(model, torch.export.ExportedProgram):
+        if dynamic_shapes is not None:
+            raise LoweringError(
+                "dynamic_shapes was given with an ExportedProgram: its dynamic dimensions were fixed when it was "
+                "exported. Fix: pass dynamic_shapes to torch.export.export instead, or pass the nn.Module"
+            )
+        return lower_program(model)
+    if not isinstance(model, torch.nn.Module):
+        raise LoweringError(
+            f"expected a torch.nn.Module, torch.fx.GraphModule or torch.export.ExportedProgram, got "
+            f"{type(model).__name__}: wrap a function in an nn.Module whose forward calls it"
+        )
+    if not isinstance(example_inputs, (tuple, list)):
+        raise LoweringError(
+            f"example_inputs must be a tuple of the model's positional inputs, got {type(example_inputs).__name__}: "
+            "write (x,) for a single input"
+        )
+    if isinstance(model, torch.fx.GraphModule) and is_aten_graph(model):
+        if dynamic_shapes is not None:
+            raise LoweringError(
+                "dynamic_shapes was given with an ATen GraphModule, which is used as it is (its metadata decides "
+                "its shapes). Fix: pass the nn.Module, or an ExportedProgram exported with dynamic_shapes"
+            )
+        return _reuse_aten_graph(model, example_inputs)
+    return _export(model, tuple(example_inputs), dict(example_kwargs or {}), dynamic_shapes)
+
+
+def independent_inputs(args: Sequence[Any], kwargs: Mapping[str, Any] | None = None) -> tuple[tuple, dict]:
+    """``args`` and ``kwargs`` with every Tensor that shares storage with an earlier one replaced by a copy.
+
+    torch.export specializes a graph to the aliasing it sees: traced with ``(x, x)``, the graph reads one
+    input twice and ignores the other, so the compiled module would be wrong for two different tensors.
+    Copies make the example inputs independent, which is what a compiled module must accept.
+    """
+    seen: set[tuple[int, int]] = set()
+
+    def own(value: Any) -> Any:
+        if not isinstance(value, torch.Tensor):
+            return value
+        if value.layout != torch.strided:  # it has no storage to compare, and export cannot take it
+            raise LoweringError(
+                f"an example input is a {value.layout} tensor (shape {tuple(value.shape)}): trtcheck compiles "
+                "models over dense (strided) tensors only. Fix: pass it dense (x.to_dense()) and, if an op "
+                "needs it sparse, convert it inside forward; the sparse ops then run in PyTorch"
+            )
+        storage = value.untyped_storage()
+        key = (storage.data_ptr(), storage.nbytes())
+        if key in seen and storage.nbytes():
+            return value.clone()
+        seen.add(key)
+        return value
+
+    return torch.utils._pytree.tree_map(own, (tuple(args), dict(kwargs or {})))
+
+
+def _export(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any = None) -> torch.fx.GraphModule:
+    try:
+        program = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
+    except Exception as error:  # torch.export raises many unrelated types
+        _raise_if_inputs_do_not_fit(model, args, kwargs)
+        if dynamic_shapes is not None and _is_constraint_error(error):
+            raise LoweringError(
+                f"torch.export could not keep the dynamic dimensions of {type(model).__name__}: "
+                f"{type(error).__name__}: {_first_lines(error, 6)}\nFix: follow export's suggestion above (a "
+                "narrower Dim range, a static size, or a Dim shared between inputs), or drop that dimension "
+                "from dynamic_shapes"
+            ) from error
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise LoweringError(
+            f"torch.export could not trace {type(model).__name__}: {type(error).__name__}: {first_line}\n"
+            "Fix: make the model exportable (no data-dependent Python control flow, no unsupported Python "
+            "objects among the inputs; see https://pytorch.org/docs/stable/export.html), check that the "
+            "example inputs match forward's signature, or pass a torch.fx.GraphModule of ATen ops instead."
+        ) from error
+    try:
+        program = program.run_decompositions(core_aten_table())
+    except Exception as error:
+        raise LoweringError(
+            f"decomposing {type(model).__name__} to core ATen failed: {type(error).__name__}: {error}"
+        ) from error
+    gm = _module_of(program)
+    if dynamic_shapes is not None:
+        gm.meta[DIM_NAMES] = _dim_names(gm, model, args, kwargs, dynamic_shapes)
+    return gm
+
+
+def _module_of(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+    gm = program.module()
+    drop_guards(gm)
+    ranges = {}
+    for symbol, bounds in program.range_constraints.items():
+        # A data-dependent value (``.item()``, tensor_split's indices) may be unbounded below: None, like above.
+        ranges[str(symbol)] = (
+            int(bounds.lower) if _finite(bounds.lower) else None,
+            int(bounds.upper) if _finite(bounds.upper) else None,
+        )
+    gm.meta[RANGES] = ranges
+    return gm
+
+
+def _dim_names(gm: torch.fx.GraphModule, model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any) -> dict[str, str]:
+    """Pair each input size that export made a plain symbol with the Dim the user gave for it. Best effort:
+    ``dynamic_shapes`` mirrors the inputs (a tuple like ``args``, or a dict by parameter name); any other
+    form names nothing, and messages then show the symbol alone."""
+    import inspect
+
+    import sympy
+
+    try:
+        if isinstance(dynamic_shapes, dict):
+            bound = inspect.signature(model.forward).bind(*args, **kwargs)
+            pairs = [(value, dynamic_shapes.get(name)) for name, value in bound.arguments.items()]
+        else:
+            pairs = list(zip(args, dynamic_shapes))
+    except (TypeError, ValueError):
+        return {}
+    specs: list[Any] = []
+
+    def walk(value: Any, spec: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            specs.append(spec)
+        elif isinstance(value, (tuple, list)):
+            for index, item in enumerate(value):
+                walk(item, spec[index] if isinstance(spec, (tuple, list)) and index < len(spec) else None)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, spec.get(key) if isinstance(spec, dict) else None)
+
+    for value, spec in pairs:
+        walk(value, spec)
+    metas = [node.meta.get("val") for node in gm.graph.nodes if node.op == "placeholder"]
+    tensors = [m for m in metas if isinstance(m, torch.Tensor)]
+    names: dict[str, str] = {}
+    for meta, spec in zip(tensors, specs):
+        dims = spec.items() if isinstance(spec, dict) else enumerate(spec) if isinstance(spec, (tuple, list)) else ()
+        for dim, dim_spec in dims:
+            name = getattr(dim_spec, "__name__", None)
+            if name and isinstance(dim, int) and dim < meta.dim():
+                size = meta.shape[dim]
+                if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
+                    names.setdefault(str(size.node.expr), name)
+    return names
+
+
+def _is_constraint_error(error: BaseException) -> bool:
+    names = {type(e).__name__ for e in (error, error.__cause__, error.__context__) if e is not None}
+    return bool(names & {"ConstraintViolationError", "UserError"}) or "Constraints violated" in str(error)
+
+
+def _first_lines(error: BaseException, count: int) -> str:
+    return "\n".join(str(error).strip().splitlines()[:count]) or type(error).__name__
+
+
+def lower_program(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+    """The core-ATen ``GraphModule`` of an already exported program (no second trace)."""
+    try:
+        program = program.run_decompositions(core_aten_table())
+    except Exception as error:
+        raise LoweringError(f"decomposing the exported program to core ATen failed: {type(error).__name__}: {error}") from error
+    return _module_of(program)
+
+
+def _raise_if_inputs_do_not_fit(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    """When export failed, tell "the example inputs do not fit the model" apart from "not exportable"."""
+    try:
+        with torch.no_grad():
+            model(*args, **kwargs)
+    except Exception as error:  # noqa: BLE001 - any failure of eager itself means the inputs do not fit
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        shapes = ", ".join(
+            f"{tuple(v.shape)} {str(v.dtype).removeprefix('torch.')}" if isinstance(v, torch.Tensor) else repr(v)
+            for v in args
+        )
+        raise LoweringError(
+            f"the example inputs do not fit {type(model).__name__}: eager PyTorch itself fails on them with "
+            f"{type(error).__name__}: {first_line}\nGiven: ({shapes}). Fix: pass example inputs that "
+            f"{type(model).__name__}.forward accepts (right count, shapes and dtypes)"
+        ) from error
+
+
+def drop_guards(gm: torch.fx.GraphModule) -> None:
+    """Remove ``torch.export``'s input-guard call: it checks shapes, not computes, and is no ATen op."""
+    for node in list(gm.graph.nodes):
+        if node.op == "call_module" and node.target == "_guards_fn" and not node.users:
+            gm.graph.erase_node(node)
+            if hasattr(gm, "_guards_fn"):
+                delattr(gm, "_guards_fn")
+    gm.recompile()
+
+
+def _reuse_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> torch.fx.GraphModule:
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(example_inputs):
+        raise LoweringError(
+            f"the GraphModule has {len(placeholders)} inputs ({', '.join(p.name for p in placeholders)}) but "
+            f"{len(example_inputs)} example inputs were given: pass one example per placeholder"
+        )
+    if any("val" not in node.meta for node in gm.graph.nodes if node.op != "output"):
+        try:
+            FakeTensorProp(gm).propagate(*example_inputs)
+        except Exception as error:
+            raise LoweringError(
+                f"could not infer shapes of the GraphModule from the example inputs: {type(error).__name__}: "
+                f"{error}\nFix: pass example inputs whose shapes and dtypes the graph accepts"
+            ) from error
+    return gm
+
+
+LOWERING_SECONDS = "trtcheck_lowering_s"  # GraphModule.meta key: how long LoweringCache took to lower it
+
+
+class LoweringCache:
+    """One lowering per model, shared by every setting the model is compiled and verified with.
+
+    ``torch.export`` and the core-ATen decompositions are most of the time ``compile`` takes, and they do
+    not depend on the settings: the verification matrix lowers each zoo model once (per process) and
+    partitions every preset from a copy (``compile(..., lowered=...)``). The first request for a key
+    lowers two fresh builds of the model and requires the same graph and the same constants: lowering's
+    determinism from scratch, checked once per model instead of once per setting.
+    """
+
+    def __init__(self) -> None:
+        self._graphs: dict[str, torch.fx.GraphModule] = {}
+
+    def get(self, key: str, build: Any, dynamic_shapes: Any = None) -> torch.fx.GraphModule:
+        """The lowered graph of ``build()`` (a callable returning ``(model, example_inputs)``), lowered once
+        (with torch.export's ``dynamic_shapes``, when given)."""
+        if key not in self._graphs:
+            start = time.perf_counter()
+            first = _lower_fresh(build, dynamic_shapes)
+            first.meta[LOWERING_SECONDS] = time.perf_counter() - start
+            second = _lower_fresh(build, dynamic_shapes)
+            difference = _graph_difference(first, second)
+            if difference:
+                raise LoweringError(
+                    f"lowering {key} twice from scratch gave different graphs ({difference}): torch.export or a "
+                    "decomposition is not deterministic for this model, so no partition of it can be reproduced"
+                )
+            self._graphs[key] = first
+        return self._graphs[key]
+
+    def __len__(self) -> int:
+        return len(self._graphs)
+
+
+def _lower_fresh(build: Any, dynamic_shapes: Any = None) -> torch.fx.GraphModule:
+    model, example_inputs = build()
+    args, kwargs = independent_inputs(example_inputs)
+    return lower(model, args, kwargs, dynamic_shapes=dynamic_shapes)
+
+
+def _graph_difference(a: torch.fx.GraphModule, b: torch.fx.GraphModule) -> str:
+    """'' when ``a`` and ``b`` are the same graph with the same constants, else what differs first."""
+    if a.code != b.code:
+        return "generated code differs"
+    for node_a, node_b in zip(a.graph.nodes, b.graph.nodes):
+        if node_a.op == "get_attr":
+            value_a, value_b = operator.attrgetter(node_a.target)(a), operator.attrgetter(node_b.target)(b)
+            if isinstance(value_a, torch.Tensor) and not (
+                isinstance(value_b, torch.Tensor) and value_a.shape == value_b.shape and torch.equal(value_a, value_b)
+            ):
+                return f"constant {node_a.target} differs"
+    return ""

@@ -1,0 +1,83 @@
+"""Graph facts every later phase needs from a lowered graph: which ``get_attr`` is mutable state, whether a
+graph is already core ATen, and cheap copies of a ``GraphModule``.
+
+They live with lowering because lowering itself needs them (it gives the lowered module its own copy of
+every buffer the graph writes into), and every phase above reads them from here.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx
+
+try:  # generates a graph's Python code on first use, not on every change: partitioning 100k nodes
+    from torch.fx._lazy_graph_module import _LazyGraphModule as _GraphModule  # needs no code at all
+except ImportError:  # pragma: no cover - older or newer torch without it
+    _GraphModule = torch.fx.GraphModule
+
+
+def writes_to(user: torch.fx.Node, value: torch.fx.Node) -> bool:
+    """True when ``user`` calls an ATen overload whose schema marks the argument ``value`` as written."""
+    target = user.target
+    if user.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+        return False
+    for index, argument in enumerate(target._schema.arguments):
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            given = user.args[index] if index < len(user.args) else user.kwargs.get(argument.name)
+            if given is value:
+                return True
+    return False
+
+
+def is_mutable_state(node: torch.fx.Node) -> bool:
+    """A ``get_attr`` the graph writes into: a buffer that ``forward`` updates (``self.n.add_(1)``).
+
+    Such a value is state, not a constant: an engine that baked it in at build time would read the
+    value of the first call forever, so it crosses segment boundaries as an input instead.
+    """
+    return node.op == "get_attr" and any(writes_to(user, node) for user in node.users)
+
+
+def is_aten_graph(gm: torch.fx.GraphModule) -> bool:
+    """True when every compute node of ``gm`` calls an ATen overload (or picks a tuple element)."""
+    return all(
+        node.op in ("placeholder", "get_attr", "output")
+        or (node.op == "call_function" and (isinstance(node.target, torch._ops.OpOverload) or node.target is operator.getitem))
+        for node in gm.graph.nodes
+    )
+
+
+def own_mutable_state(gm: torch.fx.GraphModule) -> None:
+    """Give ``gm`` its own copy of every buffer its graph writes into (``self.n.add_(1)``).
+
+    ``torch.export`` shares the model's parameters and buffers with the lowered module, so running the
+    lowered graph would update the user's model too: compiling and calling must leave the model as it was.
+    """
+    for node in gm.graph.nodes:
+        if is_mutable_state(node):
+            owner_path, _, name = node.target.rpartition(".")
+            owner = gm.get_submodule(owner_path)
+            value = getattr(owner, name)
+            copy = value.detach().clone()
+            if name in owner._buffers:
+                owner._buffers[name] = copy
+            elif name in owner._parameters:
+                owner._parameters[name] = torch.nn.Parameter(copy, requires_grad=value.requires_grad)
+            else:
+                setattr(owner, name, copy)
+
+
+def copy_graph_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy of ``gm`` with its own graph (nodes copied, ``meta`` shared), code generated lazily."""
+    graph = torch.fx.Graph()
+    output = graph.graph_copy(gm.graph, {}, return_output_node=True)
+    if isinstance(output, tuple):  # graph_copy returns (value, output_node) with return_output_node
+        output_value, output_node = output
+        graph.output(output_value, type_expr=getattr(output_node, "type", None))
+    copy = _GraphModule(gm, graph)
+    copy.meta.update(gm.meta)  # the symbol ranges of a dynamic graph travel with every copy
+    copy.graph._codegen = gm.graph._codegen
+    copy.recompile()
+    return copy

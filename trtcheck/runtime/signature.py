@@ -1,0 +1,289 @@
+"""``InputSignature``: what a compiled module accepts, checked on every call before any engine runs.
+
+torch.export specializes its graph to the example: static shapes, dtypes, the device, the layout its
+views were traced on, and the value of every non-Tensor input (``k: float`` becomes a constant). The
+export guards that checked this are dropped with lowering, so the compiled module checks it itself:
+a call that differs gets an ``InputMismatchError`` naming the input and the fix, never a wrong result
+or a raw error from generated code.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+import torch
+import torch.fx
+from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_is_leaf
+
+from trtcheck.errors import InputMismatchError
+from trtcheck.lowering.symbols import dim_names, dim_range, named, symbol_ranges
+from trtcheck.runtime.stitch import restride, restride_in_order
+
+
+@dataclass(frozen=True)
+class _Size:
+    """A dynamic size of an input: its expression over export's symbols and its range."""
+
+    expr: sympy.Expr
+    min: int
+    max: int | None
+    label: str = ""  # the expression in the user's Dim names ("batch", "2*seq"), else the symbols'
+    alias: str = ""  # the Dim's name when it is not the symbol's own: one Dim may be two symbols (see check)
+
+    def __str__(self) -> str:
+        return f"{self.label or self.expr} in [{self.min}, {'inf' if self.max is None else self.max}]"
+
+
+@dataclass(frozen=True)
+class _TensorLeaf:
+    shape: torch.Size
+    dtype: torch.dtype
+    device: torch.device
+    stride: tuple[int, ...] | None  # the layout the graph was traced on; None when any layout will do
+    sizes: tuple[int | _Size, ...] | None = None  # with a dynamic size: every size, static or not
+    order: tuple[int, ...] | None = None  # dynamic: the example's dims from outermost to innermost in memory
+
+
+@dataclass(frozen=True)
+class _ValueLeaf:
+    value: Any
+
+
+class InputSignature:
+    """What a compiled module accepts: the example inputs' structure, Tensor specs and non-Tensor values.
+
+    torch.export specializes its graph to the example: static shapes, dtypes, the device, the layout its
+    views were traced on, and the value of every non-Tensor input (``k: float`` becomes a constant). The
+    export guards that checked this are dropped with lowering, so the compiled module checks it itself,
+    before any engine runs: a call that differs gets an ``InputMismatchError`` naming the input and the
+    fix, never a wrong result or a raw error from generated code.
+    """
+
+    def __init__(
+        self, args: Sequence[Any], kwargs: Mapping[str, Any], names: Sequence[str], graph_module: torch.fx.GraphModule | None = None
+    ) -> None:
+        leaves, self.spec = tree_flatten((tuple(args), dict(kwargs)))
+        # The common call, positional leaves only, is checked without flattening (the hot path of every call).
+        self._flat = not kwargs and all(tree_is_leaf(arg) for arg in args)
+        self.names = tuple(names)
+        metas = _placeholder_metas(graph_module, len(leaves))
+        ranges = symbol_ranges(graph_module) if graph_module is not None else {}
+        self.dim_names = dim_names(graph_module) if graph_module is not None else {}
+        self.leaves = tuple(
+            _tensor_leaf(x, meta, ranges, self.dim_names) if isinstance(x, torch.Tensor) else _ValueLeaf(x)
+            for x, meta in zip(leaves, metas)
+        )
+        self.dynamic = any(isinstance(leaf, _TensorLeaf) and leaf.sizes is not None for leaf in self.leaves)
+
+    @classmethod
+    def of(
+        cls, model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None, *,
+        graph_module: torch.fx.GraphModule | None = None,
+    ) -> InputSignature:
+        """The signature of ``model`` called with ``args``/``kwargs``; with ``graph_module`` (the lowered graph, one
+        placeholder per flat input), sizes its metadata holds as symbols accept their ranges."""
+        kwargs = dict(kwargs or {})
+        return cls(args, kwargs, _leaf_names(model, tuple(args), kwargs), graph_module)
+
+    def symbol_ranges(self) -> dict[sympy.Symbol, tuple[int, int | None]]:
+        """Every symbol that is a whole input size, with its range: what ``verify`` draws sizes from."""
+        found: dict[sympy.Symbol, tuple[int, int | None]] = {}
+        for leaf in self.leaves:
+            if isinstance(leaf, _TensorLeaf) and leaf.sizes is not None:
+                for size in leaf.sizes:
+                    if isinstance(size, _Size) and isinstance(size.expr, sympy.Symbol):
+                        found.setdefault(size.expr, (size.min, size.max))
+        return found
+
+    def shape_for(self, index: int, values: Mapping[sympy.Symbol, int]) -> tuple[int, ...]:
+        """Flat input ``index``'s shape with every symbol set to ``values`` (its example shape when static)."""
+        leaf = self.leaves[index]
+        assert isinstance(leaf, _TensorLeaf)
+        if leaf.sizes is None:
+            return tuple(leaf.shape)
+        return tuple(size if isinstance(size, int) else int(size.expr.xreplace(values)) for size in leaf.sizes)
+
+    def describe(self) -> str:
+        return ", ".join(f"{name}: {_describe_leaf(leaf)}" for name, leaf in zip(self.names, self.leaves))
+
+    def check(self, args: tuple, kwargs: dict) -> list[Any] | None:
+        """``InputMismatchError`` on a mismatch; the flat inputs when one needed the example's layout, else None."""
+        if self._flat and not kwargs and len(args) == len(self.leaves):
+            leaves, spec = list(args), self.spec
+        else:
+            leaves, spec = tree_flatten((args, kwargs))
+        restrided = False
+        symbols: dict[sympy.Symbol, tuple[int, int]] = {}  # symbol -> (value, the flat input that set it)
+        aliases: dict[str, tuple[int, int]] = {}  # Dim name -> the same
+        if spec != self.spec:
+            raise InputMismatchError(
+                f"the compiled module takes ({self.describe()}), but was called with {len(args)} positional and "
+                f"{len(kwargs)} keyword input(s) of another structure ({_describe_call(leaves)}). Call it like the "
+                "model was called with the example inputs"
+            )
+        for index, (value, expected) in enumerate(zip(leaves, self.leaves)):
+            if isinstance(expected, _TensorLeaf):
+                if not isinstance(value, torch.Tensor):
+                    raise self._mismatch(index, f"expected a Tensor, got {type(value).__name__} {value!r}")
+                if expected.sizes is not None:
+                    if value.dtype != expected.dtype or value.device != expected.device or value.dim() != len(expected.sizes):
+                        raise self._mismatch(index, f"expected {_describe_leaf(expected)}, got {_describe_leaf(value)}")
+                    self._check_sizes(index, value, expected.sizes, symbols, aliases)
+                    if expected.order is not None and value.numel() > 1:
+                        if expected.order == tuple(range(value.dim())):  # contiguous (size-1 strides are free)
+                            laid_out = value.contiguous()
+                        else:
+                            laid_out = restride_in_order(value, expected.order)
+                        if laid_out is not value:
+                            leaves[index], restrided = laid_out, True
+                    continue
+                if value.shape != expected.shape or value.dtype != expected.dtype or value.device != expected.device:
+                    raise self._mismatch(index, f"expected {_describe_leaf(expected)}, got {_describe_leaf(value)}")
+                if expected.stride is not None and value.stride() != expected.stride and value.numel() > 1:
+                    leaves[index], restrided = restride(value, expected.stride), True
+            elif not _same_value(value, expected.value):
+                raise InputMismatchError(
+                    f"input {self.names[index]!r} is {value!r}, but the module was compiled with "
+                    f"{self.names[index]}={expected.value!r}: torch.export made that value a constant of the graph. "
+                    f"Compile again with {self.names[index]}={value!r} (one compiled module per value), or pass it "
+                    "as a 0-d tensor to make it a real input"
+                )
+        return leaves if restrided else None
+
+    def _check_sizes(self, index: int, value: torch.Tensor, sizes: Sequence[int | _Size], symbols: dict, aliases: dict) -> None:
+        """Each size of ``value`` against the compiled one: static sizes exactly, a symbol within its range and
+        equal wherever it or its Dim recurs (in this input or an earlier one), an expression (``2*s0``) to its
+        value. ``symbols`` and ``aliases`` (by Dim name) hold the sizes earlier inputs set."""
+        derived = []
+        for dim, (size, got) in enumerate(zip(sizes, value.shape)):
+            if isinstance(size, int):
+                if got != size:
+                    raise self._mismatch(index, f"dim {dim} is {got}, but it is static: {size} in every call")
+                continue
+            if not isinstance(size.expr, sympy.Symbol):
+                derived.append((dim, size, got))
+                continue
+            if got < size.min or (size.max is not None and got > size.max):
+                raise self._mismatch(index, f"dim {dim} is {got}, outside the range of {size}")
+            seen = symbols.setdefault(size.expr, (got, index))
+            # One Dim given for several inputs is one size, also where export made it two symbols (it does for
+            # some small ranges): the user's name is checked as well as the symbol.
+            if size.alias and seen[0] == got:
+                seen = aliases.setdefault(size.alias, seen)
+            if seen[0] != got:
+                raise self._mismatch(
+                    index, f"dim {dim} is {got}, but it is {size.label or size.expr}, which {self.names[seen[1]]!r} set to {seen[0]}"
+                )
+        values = {symbol: value for symbol, (value, _) in symbols.items()}
+        for dim, size, got in derived:
+            if size.expr.free_symbols <= values.keys():
+                want = int(size.expr.xreplace(values))
+                if got != want:
+                    raise self._mismatch(index, f"dim {dim} is {got}, but it is {size.label or size.expr} = {want} for these inputs")
+
+    def _mismatch(self, index: int, what: str) -> InputMismatchError:
+        return InputMismatchError(
+            f"input {self.names[index]!r}: {what}. The module was compiled for the example inputs "
+            f"({self.describe()}): call it with inputs like those, or compile again with examples of the new "
+            "shape, dtype or device" + (" (or with dynamic_shapes covering the new size)" if not self.dynamic else
+            " (or with a torch.export.Dim whose range covers the new size)")
+        )
+
+
+def _placeholder_metas(gm: torch.fx.GraphModule | None, count: int) -> list[Any]:
+    """The metadata of each of ``gm``'s placeholders (one per flat input); Nones when there is no graph or
+    its placeholders do not line up with the inputs."""
+    if gm is None:
+        return [None] * count
+    metas = [node.meta.get("val") for node in gm.graph.nodes if node.op == "placeholder"]
+    return metas if len(metas) == count else [None] * count
+
+
+def _tensor_leaf(example: torch.Tensor, meta: Any, ranges: Mapping[str, tuple[int, int | None]], names: Mapping[str, str]) -> _TensorLeaf:
+    if not isinstance(meta, torch.Tensor) or all(isinstance(d, int) for d in meta.shape) or meta.dim() != example.dim():
+        return _TensorLeaf(example.shape, example.dtype, example.device, _layout(example))
+    sizes = tuple(_size(d, ranges, names) for d in meta.shape)
+    return _TensorLeaf(example.shape, example.dtype, example.device, None, sizes, _order(example))
+
+
+def _size(size: int | torch.SymInt, ranges: Mapping[str, tuple[int, int | None]], names: Mapping[str, str]) -> int | _Size:
+    if isinstance(size, int):
+        return size
+    bounds = dim_range(size, ranges)
+    label = named(size.node.expr, names)
+    alias = label if isinstance(size.node.expr, sympy.Symbol) and label != str(size.node.expr) else ""
+    return _Size(size.node.expr, bounds.min, bounds.max, label, alias)
+
+
+def _order(example: torch.Tensor) -> tuple[int, ...] | None:
+    """The example's dims from largest stride to smallest: its layout, for any sizes (``range(dim)`` when
+    contiguous; None when expanded or a single value, where any layout will do, as ``_layout`` says)."""
+    if example.numel() <= 1 or 0 in example.stride():
+        return None
+    if example.is_contiguous():
+        return tuple(range(example.dim()))
+    return tuple(sorted(range(example.dim()), key=lambda d: (-example.stride(d), d)))
+
+
+def _layout(example: torch.Tensor) -> tuple[int, ...] | None:
+    """The example's strides, which views in the graph were traced on; None for expanded (stride 0) layouts."""
+    stride = tuple(example.stride())
+    return None if 0 in stride or example.numel() <= 1 else stride
+
+
+def _same_value(value: Any, expected: Any) -> bool:
+    if type(value) is not type(expected) and not (
+        isinstance(value, (int, float))
+        and isinstance(expected, (int, float))
+        and not isinstance(value, bool)
+        and not isinstance(expected, bool)
+    ):
+        return False
+    try:
+        return bool(value == expected)
+    except Exception:  # noqa: BLE001 - an uncomparable value is not the example's
+        return False
+
+
+def _describe_leaf(leaf: Any) -> str:
+    if isinstance(leaf, _TensorLeaf) and leaf.sizes is not None:
+        sizes = ", ".join(
+            str(s) if isinstance(s, int) else f"{s.label or s.expr} in {s.min}..{'inf' if s.max is None else s.max}" for s in leaf.sizes
+        )
+        return f"Tensor[{sizes}] {str(leaf.dtype).removeprefix('torch.')} on {leaf.device}"
+    if isinstance(leaf, (_TensorLeaf, torch.Tensor)):
+        return f"Tensor{list(leaf.shape)} {str(leaf.dtype).removeprefix('torch.')} on {leaf.device}"
+    if isinstance(leaf, _ValueLeaf):
+        return repr(leaf.value)
+    return repr(leaf)
+
+
+def _describe_call(leaves: list[Any]) -> str:
+    return ", ".join(_describe_leaf(leaf) for leaf in leaves) or "nothing"
+
+
+def _leaf_names(model: torch.nn.Module, args: tuple, kwargs: dict) -> list[str]:
+    """A readable name per flat input (``x``, ``xs[2]``, ``k``), from forward's signature where it binds."""
+    try:
+        bound = inspect.signature(model.forward).bind(*args, **kwargs)
+        named: Any = dict(bound.arguments)
+        params = inspect.signature(model.forward).parameters
+        for name, param in params.items():  # *args and **kwargs are bound as a tuple and a dict
+            if param.kind is inspect.Parameter.VAR_POSITIONAL and name in named:
+                named.update({f"{name}[{i}]": v for i, v in enumerate(named.pop(name))})
+            elif param.kind is inspect.Parameter.VAR_KEYWORD and name in named:
+                named.update(named.pop(name))
+    except (TypeError, ValueError):
+        named = {**{f"args[{i}]": a for i, a in enumerate(args)}, **kwargs}
+    names = []
+    for name, value in named.items():
+        paths, _ = tree_flatten_with_path(value)
+        names += [name + keystr(path) for path, _ in paths]
+    leaves, _ = tree_flatten((args, kwargs))
+    if len(names) != len(leaves):  # defaults bound differently: fall back to positions
+        return [f"input {i}" for i in range(len(leaves))]
+    return names

@@ -1,0 +1,233 @@
+"""Stitching: one runnable ``GraphModule`` from engines and Torch segments, in the partition's order.
+
+Each TensorRT segment becomes a single ``call_module`` of an ``EngineModule`` followed by one ``getitem``
+per output; each Torch segment's original ATen nodes are copied as they are. The stitched graph keeps the
+lowered graph's placeholders and code generator (``torch.export``'s pytree specs), so the stitched module
+has the model's own calling convention and output structure (tuples, lists, dicts).
+
+Engines return contiguous tensors; an engine output whose users were traced on another layout gets it back
+(``restride``), and a control-flow node whose branches run engines calls its op without autograd.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+
+from trtcheck.engines import Engine
+from trtcheck.errors import EngineRuntimeError, InputMismatchError
+from trtcheck.lowering.symbols import size_hint
+from trtcheck.partitioning.model import Partition, Segment
+from trtcheck.partitioning.nodes import branch_names, is_control_flow
+from trtcheck.partitioning.reasons import Target
+
+if TYPE_CHECKING:
+    pass
+
+
+class EngineModule(torch.nn.Module):
+    """An engine as a submodule, so ``print(stitched)`` lists it and ``named_modules`` finds it."""
+
+    def __init__(self, engine: Engine, segment_index: int) -> None:
+        super().__init__()
+        self.engine = engine
+        self.segment_index = segment_index
+
+    def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        try:
+            return self.engine(*tensors)
+        except ValueError as error:  # the engine's input check: name the segment and the fix
+            raise InputMismatchError(
+                f"engine of TensorRT segment @{self.segment_index}: {error}. trtcheck builds engines for the "
+                "shapes and dtypes of the example inputs (and the ranges of their torch.export.Dim): call the "
+                "compiled module with inputs like those, or compile again with examples of the new shape "
+                "(or dynamic_shapes covering it)"
+            ) from error
+        except Exception as error:  # noqa: BLE001 - a run-time failure must name the engine that failed
+            raise EngineRuntimeError(
+                f"the {self.engine.backend} engine of TensorRT segment @{self.segment_index} failed while running: "
+                f"{type(error).__name__}: {error}. Compile with torch_executed_ops naming this segment's ops "
+                "to keep them in PyTorch, and report the segment (trtcheck.verify writes a repro)"
+            ) from error
+
+    def extra_repr(self) -> str:
+        inputs = ", ".join(f"{s.name}: {list(s.shape)} {str(s.dtype).removeprefix('torch.')}" for s in self.engine.inputs)
+        return f"backend={self.engine.backend}, segment=@{self.segment_index}, inputs=({inputs}), outputs={len(self.engine.outputs)}"
+
+
+SEGMENT_META = "trtcheck_segment"
+"""``node.meta`` key of every stitched node that runs a segment (an engine call, its ``getitem``s and
+``restride``s, a Torch segment's copied nodes): the index of that segment (``trtcheck.profile`` reads it)."""
+
+
+def stitch(partition: Partition, engines: Mapping[int, Engine]) -> torch.fx.GraphModule:
+    """Build the stitched module; ``engines`` maps the index of every TensorRT segment to its engine."""
+    source = partition.graph_module
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    attributes: dict[str, object] = {}  # every get_attr and call_module target of the stitched graph
+
+    def lookup(node: torch.fx.Node) -> torch.fx.Node:
+        if node not in env and node.op == "get_attr":  # constants are copied where first used
+            env[node] = graph.node_copy(node)
+            attributes[node.target] = operator.attrgetter(node.target)(source)
+        return env[node]
+
+    for node in source.graph.nodes:
+        if node.op == "placeholder":
+            env[node] = graph.node_copy(node)
+    for index, segment in enumerate(partition.segments):
+        if segment.target is Target.TENSORRT:
+            name = f"trt_engine_{index}"
+            attributes[name] = EngineModule(engines[index], index)
+            _call_engine(graph, name, segment, env, lookup, index)
+        else:
+            for node in segment.nodes:
+                env[node] = graph.node_copy(node, lookup)
+                env[node].meta[SEGMENT_META] = index
+    output = next(node for node in reversed(source.graph.nodes) if node.op == "output")
+    graph.node_copy(output, lookup)
+    graph._codegen = copy.deepcopy(source.graph._codegen)
+
+    stitched = torch.fx.GraphModule(attributes, graph, class_name="StitchedModule")  # sets the pytree specs
+    stitched.partition = partition
+    return stitched
+
+
+def _call_engine(graph: torch.fx.Graph, name: str, segment: Segment, env: dict, lookup, index: int) -> None:
+    call = graph.call_module(name, tuple(lookup(value) for value in segment.inputs))
+    call.meta[SEGMENT_META] = index
+    for position, value in enumerate(segment.outputs):
+        item = graph.call_function(operator.getitem, (call, position))
+        item.meta = {**value.meta, SEGMENT_META: index}
+        stride = recorded_stride(value)
+        if stride is not None:  # the consumers were traced with this layout (views depend on it)
+            if isinstance(stride, DimOrder):
+                item = graph.call_function(restride_in_order, (item, stride.dims))
+            else:
+                item = graph.call_function(restride, (item, stride))
+            item.meta = {**value.meta, SEGMENT_META: index}
+        env[value] = item
+
+
+@dataclass(frozen=True)
+class DimOrder:
+    """A layout for values of dynamic shape: the dims from outermost to innermost in memory. Their strides
+    depend on the sizes of each call, so the layout is kept as an order and made dense for the call's sizes."""
+
+    dims: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"dims {list(self.dims)} outermost first"
+
+
+def recorded_stride(value: torch.fx.Node) -> tuple[int, ...] | DimOrder | None:
+    """The layout export recorded for ``value`` when it is not the contiguous one an engine returns, else None:
+    its strides, or for a value of dynamic shape a ``DimOrder``.
+
+    Engines return contiguous tensors, but the Torch ops after them were traced on the layout eager
+    produced: ``view`` of a transposed tensor is legal only with the transposed strides, and
+    ``as_strided`` reads memory by them. Values crossing out of an engine get that layout back.
+    A symbolic layout is judged on its hints (the example's sizes) and never compared as symbols: a
+    comparison would install a guard that specializes the graph's shared metadata to the example's size.
+    """
+    meta = value.meta.get("val")
+    if not isinstance(meta, torch.Tensor):
+        return None
+    if not all(isinstance(d, int) for d in (*meta.shape, *meta.stride())):
+        return _symbolic_layout(meta)
+    if meta.numel() <= 1 or meta.is_contiguous():
+        return None
+    stride = tuple(int(s) for s in meta.stride())
+    # An expanded layout (stride 0) cannot be written to; a contiguous tensor is as good for every view.
+    return None if 0 in stride else stride
+
+
+def _symbolic_layout(meta: torch.Tensor) -> DimOrder | None:
+    shape, stride = [size_hint(d) for d in meta.shape], [size_hint(s) for s in meta.stride()]
+    if 0 in stride or 0 in shape or max(shape, default=1) <= 1:
+        return None
+    order = tuple(sorted(range(len(shape)), key=lambda d: (-stride[d], d)))
+    if _strides_in_order(shape, order) != tuple(stride):
+        return None  # not dense in any order (a slice of a larger value): any layout the engine gives will do
+    return None if order == tuple(range(len(shape))) else DimOrder(order)
+
+
+def restride(tensor: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
+    """``tensor``'s values laid out with ``stride`` (a copy, made only where the layout differs)."""
+    if tensor.stride() == stride:
+        return tensor
+    return torch.empty_strided(tensor.shape, stride, dtype=tensor.dtype, device=tensor.device).copy_(tensor)
+
+
+def restride_in_order(tensor: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
+    """``tensor`` laid out densely with ``dims`` outermost first (a ``DimOrder``), for this call's sizes."""
+    return restride(tensor, _strides_in_order(tensor.shape, dims))
+
+
+RESTRIDES = (restride, restride_in_order)
+"""The functions a stitched graph calls to give an engine output its recorded layout."""
+
+
+def _strides_in_order(shape: Sequence[int], order: Sequence[int]) -> tuple[int, ...]:
+    """Dense strides for ``shape`` with its dims laid out in ``order`` (outermost first)."""
+    strides = [0] * len(shape)
+    step = 1
+    for dim in reversed(order):
+        strides[dim] = step
+        step *= max(shape[dim], 1)
+    return tuple(strides)
+
+
+def _call_without_autograd(stitched: torch.fx.GraphModule) -> None:
+    """Make every control-flow node of ``stitched`` whose branches run engines call its op with autograd off.
+
+    With grad enabled and any operand requiring grad (the parameters a cond passes in always do), a
+    control-flow op's autograd kernel first traces both branches with fake tensors to check them for
+    mutation (``HigherOrderOperator.gen_schema``), and no engine can run on fake tensors. Engines carry no
+    gradient anyway, so the op runs as it does under ``torch.no_grad()``: its eager kernel, calling the
+    branch that the predicate picks. Nodes whose branches hold no engine keep autograd.
+    """
+    changed = False
+    for node in stitched.graph.nodes:
+        if is_control_flow(node) and any(_runs_engines(getattr(stitched, name)) for name in branch_names(node)):
+            node.target = _without_autograd(node.target)
+            changed = True
+    if changed:
+        stitched.recompile()
+
+
+def _runs_engines(module: torch.nn.Module) -> bool:
+    return any(isinstance(child, EngineModule) for child in module.modules())
+
+
+class WithoutAutograd:
+    """``op`` called under ``torch.no_grad()``: the target of a stitched control-flow node (see ``_call_without_autograd``)."""
+
+    def __init__(self, op: Any) -> None:
+        self.op = op
+        self.__name__ = f"{getattr(op, '__name__', 'control_flow')}_without_autograd"  # what the stitched code shows
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            return self.op(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"WithoutAutograd({self.op!r})"
+
+
+@functools.cache
+def _without_autograd(op: Any) -> WithoutAutograd:
+    return WithoutAutograd(op)
+
+
+def stitched_branches(stitched: torch.fx.GraphModule) -> list[tuple[str, torch.fx.GraphModule]]:
+    """The stitched branch modules ``compile_branches`` put into ``stitched`` (its own, not nested ones), by name."""
+    return [(name, child) for name, child in stitched.named_children() if isinstance(child, torch.fx.GraphModule)]

@@ -1,0 +1,305 @@
+"""Shape analysis: the shapes and dtypes crossing every segment boundary, with their ranges.
+
+They come from the graph's fake-tensor metadata (``meta["val"]``), which is what engines are built from.
+A graph exported with ``dynamic_shapes`` carries symbolic sizes (``s0``, ``2*s0``); as the seed's shape
+analysis gives every engine input a (min, opt, max) shape, ``value_shape`` bounds each size over the
+ranges export recorded for its symbols (``bound_sympy``), opt being the example's size.
+As the seed's shape analysis runs each segment with JIT, ``find_mismatches`` runs the segments in order on
+the example inputs and checks that every boundary value has the recorded shape and dtype, so an engine is
+never built for a shape the model does not produce. The example inputs, not random ones: a model's inputs
+may be constrained (a Cholesky factor needs a positive-definite matrix), and the examples are the one input
+set known to be valid. They run on copies, and the graph's mutable buffers are restored afterwards, so
+shape analysis changes neither the caller's tensors nor the compiled module's state.
+
+``TensorSpec`` and ``ShapeRange``, what an engine is built for, are defined here: shape analysis makes them,
+the engines take them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from trtcheck.errors import ShapeMismatchError
+from trtcheck.lowering.symbols import DimRange, dim_range
+
+if TYPE_CHECKING:
+    pass
+import operator
+from typing import Any
+
+import sympy
+import torch.fx
+
+from trtcheck.lowering.graph import is_mutable_state
+from trtcheck.lowering.symbols import Ranges, symbol_ranges
+from trtcheck.partitioning.extract import segment_module
+from trtcheck.partitioning.model import Partition, Segment
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Name, static shape and dtype of one engine input or output.
+
+    Segments are cut from a graph carrying fake-tensor metadata, so every shape is known when the
+    engine is built. That is what lets engines check calls cheaply and pre-allocate their outputs.
+    A negative dimension means "not known at build time": a size that varies with a ``torch.export.Dim``
+    (it matches any size on input, ``ShapeRange`` bounds it, and the backend allocates that output).
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    def __post_init__(self) -> None:
+        # Normalise torch.Size / lists to a plain tuple so equality and hashing behave.
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+
+    @property
+    def is_static(self) -> bool:
+        """True when every dimension is known, so a buffer can be allocated before running."""
+        return all(d >= 0 for d in self.shape)
+
+    def matches_shape(self, shape: Sequence[int]) -> bool:
+        """True when ``shape`` fits this spec (negative spec dimensions accept any size)."""
+        return len(shape) == len(self.shape) and all(e < 0 or e == g for e, g in zip(self.shape, shape))
+
+    @classmethod
+    def like(cls, name: str, tensor: torch.Tensor) -> TensorSpec:
+        """The spec of ``tensor`` under ``name``: handy for tests and for callers holding examples."""
+        return cls(name, tuple(tensor.shape), tensor.dtype)
+
+
+@dataclass(frozen=True)
+class ShapeRange:
+    """The shapes one engine input accepts: TensorRT optimizes for ``opt`` and runs anything in [min, max]."""
+
+    min: tuple[int, ...]
+    opt: tuple[int, ...]
+    max: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        for name in ("min", "opt", "max"):
+            object.__setattr__(self, name, tuple(int(d) for d in getattr(self, name)))
+        if not len(self.min) == len(self.opt) == len(self.max):
+            raise ValueError(f"min {self.min}, opt {self.opt} and max {self.max} must have the same rank")
+        if any(d < 0 for d in self.min):
+            raise ValueError(f"min {self.min} has a negative dimension; a range needs known bounds")
+        if not all(lo <= o <= hi for lo, o, hi in zip(self.min, self.opt, self.max)):
+            raise ValueError(f"need min <= opt <= max in every dimension, got min {self.min}, opt {self.opt}, max {self.max}")
+
+    @classmethod
+    def static(cls, shape: Sequence[int]) -> ShapeRange:
+        """The range of a static input: exactly ``shape``."""
+        return cls(tuple(shape), tuple(shape), tuple(shape))
+
+    @property
+    def is_static(self) -> bool:
+        return self.min == self.opt == self.max
+
+    def contains(self, shape: Sequence[int]) -> bool:
+        return len(shape) == len(self.min) and all(lo <= d <= hi for lo, d, hi in zip(self.min, shape, self.max))
+
+
+def meta_shape(meta: torch.Tensor) -> tuple[int, ...]:
+    """A fake tensor's shape with every symbolic (dynamic) dimension as -1."""
+    return tuple(int(d) if isinstance(d, int) else -1 for d in meta.shape)
+
+
+def tensor_spec(value: torch.fx.Node) -> TensorSpec:
+    """The ``TensorSpec`` of one boundary value (a dynamic dimension becomes -1)."""
+    meta = value.meta.get("val")
+    if not isinstance(meta, torch.Tensor):
+        raise TypeError(f"{value.name} carries {type(meta).__name__}, not a Tensor: it cannot cross an engine boundary")
+    return TensorSpec(value.name, meta_shape(meta), meta.dtype)
+
+
+@dataclass(frozen=True)
+class ValueShape:
+    """(min, opt, max) of one boundary value, per dimension; what a TensorRT optimization profile needs."""
+
+    name: str
+    dims: tuple[DimRange, ...]
+    dtype: torch.dtype
+
+    @property
+    def is_static(self) -> bool:
+        return all(d.is_static for d in self.dims)
+
+    @property
+    def opt(self) -> tuple[int, ...]:
+        return tuple(d.opt for d in self.dims)
+
+    def shape_range(self) -> ShapeRange | None:
+        """The engine input's profile; None when a dimension is unbounded (a TensorRT profile needs a max).
+        A minimum of 0 becomes 1: an empty tensor is a corner engines handle unevenly, and no converter takes one."""
+        if any(d.max is None for d in self.dims):
+            return None
+        return ShapeRange(
+            tuple(max(d.min, 1) if not d.is_static else d.min for d in self.dims),
+            self.opt,
+            tuple(d.max for d in self.dims),  # type: ignore[misc] - checked above
+        )
+
+    def __str__(self) -> str:
+        return f"[{', '.join(map(str, self.dims))}] {str(self.dtype).removeprefix('torch.')}"
+
+
+def value_shape(value: torch.fx.Node, ranges: Ranges) -> ValueShape:
+    """The ``ValueShape`` of one Tensor value, from its metadata and the graph's symbol ranges."""
+    meta = value.meta.get("val")
+    if not isinstance(meta, torch.Tensor):
+        raise TypeError(f"{value.name} carries {type(meta).__name__}, not a Tensor: it has no shape range")
+    return ValueShape(value.name, tuple(dim_range(d, ranges) for d in meta.shape), meta.dtype)
+
+
+@dataclass(frozen=True)
+class SegmentShapes:
+    """What crosses one segment's boundary: the engine's specs (-1 for a dynamic size) and their ranges."""
+
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    input_ranges: tuple[ValueShape, ...] = ()
+    output_ranges: tuple[ValueShape, ...] = ()
+
+    def shape_ranges(self) -> dict[str, ShapeRange]:
+        """Engine input name -> profile, for every dynamic input whose range is bounded."""
+        found = {}
+        for spec, shape in zip(self.inputs, self.input_ranges):
+            if not shape.is_static:
+                profile = shape.shape_range()
+                if profile is not None:
+                    found[spec.name] = profile
+        return found
+
+
+def segment_shapes(segment: Segment, ranges: Ranges | None = None) -> SegmentShapes:
+    """Input and output specs of a segment whose boundary values are all Tensors (TensorRT segments), with
+    the (min, opt, max) of each over ``ranges`` (``symbol_ranges`` of the graph; None: no symbol bounded)."""
+    ranges = ranges or {}
+    return SegmentShapes(
+        tuple(map(tensor_spec, segment.inputs)),
+        tuple(map(tensor_spec, segment.outputs)),
+        tuple(value_shape(v, ranges) for v in segment.inputs),
+        tuple(value_shape(v, ranges) for v in segment.outputs),
+    )
+
+
+def partition_shapes(partition: Partition) -> list[SegmentShapes | None]:
+    """``segment_shapes`` of every segment whose boundary values are all Tensors, None for the others."""
+    ranges = symbol_ranges(partition.graph_module)
+    found: list[SegmentShapes | None] = []
+    for segment in partition.segments:
+        try:
+            found.append(segment_shapes(segment, ranges))
+        except TypeError:  # a non-Tensor value crosses this (Torch) segment's boundary
+            found.append(None)
+    return found
+
+
+def symbol_values(gm: torch.fx.GraphModule, flat_inputs: Sequence[Any]) -> dict[sympy.Symbol, int]:
+    """The value every symbol takes for ``flat_inputs`` (one per placeholder), read off the sizes that are a
+    plain symbol: what the symbolic sizes of every other value are evaluated with."""
+    found: dict[sympy.Symbol, int] = {}
+    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    for node, value in zip(placeholders, flat_inputs):
+        meta = node.meta.get("val")
+        if isinstance(meta, torch.Tensor) and isinstance(value, torch.Tensor) and meta.dim() == value.dim():
+            for size, got in zip(meta.shape, value.shape):
+                if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
+                    found.setdefault(size.node.expr, int(got))
+    return found
+
+
+def expected_shape(meta: torch.Tensor, values: Mapping[sympy.Symbol, int]) -> tuple[int, ...]:
+    """``meta``'s shape evaluated with ``values``; -1 for a size whose symbols are not all known."""
+    shape = []
+    for size in meta.shape:
+        if isinstance(size, int):
+            shape.append(size)
+            continue
+        expr = size.node.expr
+        if expr.free_symbols <= set(values):
+            shape.append(int(expr.xreplace(values)))
+        else:
+            shape.append(-1)
+    return tuple(shape)
+
+
+@dataclass(frozen=True)
+class ShapeMismatch:
+    """A boundary value whose shape or dtype, when the segments run on the example inputs, is not its metadata's."""
+
+    segment: int  # the index of the segment that produced it, when it was found
+    node: torch.fx.Node
+    expected: str  # what the metadata says, e.g. "[5] torch.float32"
+    got: str
+
+    def __str__(self) -> str:
+        return f"segment @{self.segment}: {self.node.name} is {self.got}, metadata says {self.expected}"
+
+
+def confirm_shapes(partition: Partition, flat_inputs: Sequence[Any]) -> None:
+    """Run the segments in order on copies of ``flat_inputs`` (one per placeholder); raise on any mismatch."""
+    mismatches = find_mismatches(partition, flat_inputs)
+    if mismatches:
+        raise ShapeMismatchError(str(mismatches[0]))
+
+
+def find_mismatches(partition: Partition, flat_inputs: Sequence[Any]) -> list[ShapeMismatch]:
+    """Every boundary value whose shape or dtype differs from its metadata, the segments run in order on
+    copies of ``flat_inputs`` (one per placeholder).
+
+    A mismatch does not stop the run: later segments get the value the earlier ones really produced (as the
+    compiled module would), so every mismatch is found. Should a segment then fail on such a value, the run
+    stops there with the mismatches found so far; a segment that fails with none found is the model failing
+    on its own example inputs, and that error propagates.
+    """
+    gm = partition.graph_module
+    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    if len(placeholders) != len(flat_inputs):
+        raise ShapeMismatchError(f"expected {len(placeholders)} flat inputs, got {len(flat_inputs)}")
+    copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in flat_inputs]
+    values: dict[torch.fx.Node, Any] = dict(zip(placeholders, copies))
+    state = {node: operator.attrgetter(node.target)(gm) for node in gm.graph.nodes if is_mutable_state(node)}
+    saved = {node: tensor.clone() for node, tensor in state.items()}
+    values.update(state)
+    mismatches: list[ShapeMismatch] = []
+    symbols = symbol_values(gm, flat_inputs)
+    try:
+        with torch.no_grad():
+            for index, segment in enumerate(partition.segments):
+                try:
+                    outputs = segment_module(gm, segment)(*(values[v] for v in segment.inputs))
+                except Exception:
+                    if mismatches:  # most likely the mismatch's doing: report it, not its consequence
+                        break
+                    raise
+                for node, value in zip(segment.outputs, outputs):
+                    mismatch = _check(index, node, value, symbols)
+                    if mismatch is not None:
+                        mismatches.append(mismatch)
+                    values[node] = value
+    finally:
+        with torch.no_grad():
+            for node, tensor in state.items():
+                tensor.copy_(saved[node])
+    return mismatches
+
+
+def _check(index: int, node: torch.fx.Node, value: Any, symbols: Mapping[sympy.Symbol, int]) -> ShapeMismatch | None:
+    """A symbolic size is checked against its expression evaluated for this run (``2*s0`` must be twice
+    the size the input gave ``s0``), not merely accepted."""
+    meta = node.meta.get("val")
+    if not isinstance(meta, torch.Tensor):
+        return None
+    expected = expected_shape(meta, symbols)
+    if not isinstance(value, torch.Tensor):
+        return ShapeMismatch(index, node, f"{list(expected)} {meta.dtype}", type(value).__name__)
+    got = tuple(value.shape)
+    if len(expected) != len(got) or any(e not in (-1, g) for e, g in zip(expected, got)) or value.dtype != meta.dtype:
+        return ShapeMismatch(index, node, f"{list(expected)} {meta.dtype}", f"{list(got)} {value.dtype}")
+    return None

@@ -1,0 +1,284 @@
+"""The pytest plugin (registered through the ``pytest11`` entry point): options, parametrization, fixtures.
+
+It stays thin: options become a ``HarnessConfig``, and fixtures are partial applications of the library's
+``trtcheck.compile`` and ``trtcheck.verify``. ``--trtcheck`` turns the verification matrix on; without it,
+tests marked ``trtcheck`` (and every test using a trtcheck fixture) are skipped, since they compile models.
+
+Downstream::
+
+    def test_mine(trtcheck_verify):
+        trtcheck_verify(MyModel().eval(), (torch.randn(1, 3, 32, 32),))
+
+``pytest --trtcheck`` runs it once per selected preset (``--trtcheck-settings``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MARKER = "trtcheck"
+FIXTURES = frozenset({
+    "trtcheck_settings", "trtcheck_compile", "trtcheck_verify", "trtcheck_model", "trtcheck_preset", "trtcheck_model_entry",
+    "trtcheck_lowered",
+})
+
+# option name -> (ini default, type, help); every option is also an ini setting (trtcheck_backend, ...).
+OPTIONS: dict[str, tuple[str, Callable[[str], Any], str]] = {
+    "backend": ("auto", str, "engine backend: onnxruntime, tensorrt or auto (TensorRT when it and CUDA exist)"),
+    "models": ("*", str, "zoo models to verify: names or globs, comma separated (e.g. 'resnet*,seed_lgamma')"),
+    "settings": ("min_block_size_1,min_block_size_5,torch_relu,torch_module", str, "fallback presets, comma separated, or 'all'"),
+    "examples": ("10", int, "random graphs per random-graph test (hypothesis max_examples)"),
+    "report": ("trtcheck-report", str, "directory for failure repros and artifacts"),
+    "seed": ("0", int, "seed of the random inputs used for equivalence"),
+}
+ALLOW_FALLBACKS_HELP = (
+    "let a TensorRT segment whose conversion or engine build failed run in PyTorch instead of failing the test "
+    "(default: off, since a model that fell back to PyTorch verifies nothing about its conversion)"
+)
+STASH = pytest.StashKey["HarnessConfig"]()
+
+
+@dataclass(frozen=True)
+class HarnessConfig:
+    """The resolved ``--trtcheck-*`` options of one pytest session."""
+
+    enabled: bool
+    backend: str
+    models: tuple[str, ...]
+    presets: tuple[Any, ...]
+    examples: int
+    report_dir: Path
+    seed: int
+    allow_fallbacks: bool = False
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("trtcheck", "trtcheck: TensorRT/PyTorch partition verification")
+    group.addoption("--trtcheck", action="store_true", default=False, help="run the trtcheck verification matrix")
+    for name, (default, _, help_text) in OPTIONS.items():
+        group.addoption(f"--trtcheck-{name}", dest=f"trtcheck_{name}", default=None, help=f"{help_text} (default: {default})")
+        parser.addini(f"trtcheck_{name}", help_text, default=default)
+    group.addoption(
+        "--trtcheck-allow-fallbacks", dest="trtcheck_allow_fallbacks", action="store_true", default=None, help=ALLOW_FALLBACKS_HELP
+    )
+    parser.addini("trtcheck_allow_fallbacks", ALLOW_FALLBACKS_HELP, type="bool", default=False)
+
+
+def _option(config: pytest.Config, name: str) -> Any:
+    default, kind, _ = OPTIONS[name]
+    value = config.getoption(f"trtcheck_{name}")
+    if value is None:
+        value = config.getini(f"trtcheck_{name}") or default
+    try:
+        return kind(value)
+    except ValueError:
+        raise pytest.UsageError(f"--trtcheck-{name}: expected {kind.__name__}, got {value!r}") from None
+
+
+def _split(value: str) -> list[str]:
+    return [part for part in value.replace(",", " ").split() if part]
+
+
+def _allow_fallbacks(config: pytest.Config) -> bool:
+    flag = config.getoption("trtcheck_allow_fallbacks")
+    return bool(config.getini("trtcheck_allow_fallbacks")) if flag is None else bool(flag)
+
+
+def _harness_config(config: pytest.Config) -> HarnessConfig:
+    from trtcheck.errors import BackendError, SettingsError  # deferred: torch only in sessions that use trtcheck
+    from trtcheck.presets import resolve_presets  # deferred: torch only in sessions that use trtcheck
+
+    try:
+        presets = tuple(resolve_presets(_split(_option(config, "settings"))))
+    except SettingsError as error:
+        raise pytest.UsageError(f"--trtcheck-settings: {error}") from None
+    enabled = config.getoption("trtcheck")
+    backend = _option(config, "backend")
+    if enabled:  # an explicit backend that cannot run here must stop the session, not pass in PyTorch
+        from trtcheck.engines import resolve_backend  # deferred: torch only in sessions that use trtcheck
+
+        try:
+            resolve_backend(backend)
+        except BackendError as error:
+            raise pytest.UsageError(f"--trtcheck-backend: {error}") from None
+    report = Path(_option(config, "report"))
+    return HarnessConfig(
+        enabled=enabled,
+        backend=backend,
+        models=tuple(_zoo_names(_split(_option(config, "models")))),
+        presets=presets,
+        examples=_option(config, "examples"),
+        report_dir=report if report.is_absolute() else config.rootpath / report,
+        seed=_option(config, "seed"),
+        allow_fallbacks=_allow_fallbacks(config),
+    )
+
+
+def harness(config: pytest.Config) -> HarnessConfig:
+    """The session's resolved options, made on first use: sessions that never touch trtcheck never import torch."""
+    if STASH not in config.stash:
+        config.stash[STASH] = _harness_config(config)
+    return config.stash[STASH]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}: part of the verification matrix; runs only with --trtcheck")
+    if config.getoption("trtcheck"):
+        harness(config)  # fail fast on a bad option
+        share_cores_with_other_workers()
+
+
+def share_cores_with_other_workers() -> int | None:
+    """Under pytest-xdist, give this worker its share of the cores for PyTorch (and so for engines).
+
+    Each worker process would otherwise run PyTorch (and each ONNX Runtime session, which follows PyTorch's
+    thread count) on every core: ``-n 2`` on 2 cores then runs 4 compute threads whose OpenMP barriers
+    wait on each other across processes. Returns the threads set, or None outside xdist workers.
+    """
+    import os
+
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if "PYTEST_XDIST_WORKER" not in os.environ or workers <= 1:
+        return None
+    import torch
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    threads = max(1, cores // workers)
+    torch.set_num_threads(threads)
+    return threads
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    """With ``--trtcheck``: which engine backend runs (and why, for ``auto``), the versions and the device."""
+    if not config.getoption("trtcheck"):
+        return None
+    from trtcheck.engines import describe_backend  # deferred: torch only in sessions that use trtcheck
+
+    options = harness(config)
+    lines = [f"trtcheck: {line}" for line in describe_backend(options.backend).splitlines()]
+    if options.allow_fallbacks:
+        lines.append("trtcheck: fallbacks to PyTorch allowed (--trtcheck-allow-fallbacks)")
+    return lines
+
+
+def _zoo_names(patterns: list[str]) -> list[str]:
+    import trtcheck_zoo as models  # deferred: torch only in sessions that use trtcheck
+
+    names: list[str] = []
+    for pattern in patterns:
+        matched = models.names(pattern)
+        if not matched:
+            raise pytest.UsageError(f"--trtcheck-models: {pattern!r} matches no zoo model; known: {', '.join(models.names())}")
+        names += [name for name in matched if name not in names]
+    return names
+
+
+def _zoo_entries(names: tuple[str, ...]) -> list[Any]:
+    import trtcheck_zoo as models  # deferred: torch only in sessions that use trtcheck
+
+    return [models.get(name) for name in names]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    wants_model = "trtcheck_model_entry" in metafunc.fixturenames
+    wants_preset = "trtcheck_preset" in metafunc.fixturenames
+    if not (wants_model or wants_preset):
+        return
+    options = harness(metafunc.config)
+    if wants_model and wants_preset:
+        pairs = [
+            (entry, preset)
+            for entry in _zoo_entries(options.models)
+            for preset in options.presets
+            if preset.settings_for(entry.fallback_module) is not None
+        ]
+        ids = [f"{entry.name}-{preset.name}" for entry, preset in pairs]
+        metafunc.parametrize(("trtcheck_model_entry", "trtcheck_preset"), pairs, ids=ids)
+    elif wants_model:
+        entries = _zoo_entries(options.models)
+        metafunc.parametrize("trtcheck_model_entry", entries, ids=[e.name for e in entries])
+    elif wants_preset:  # a user's own model: presets that need a zoo submodule do not apply
+        presets = [p for p in options.presets if p.settings_for(None) is not None]
+        metafunc.parametrize("trtcheck_preset", presets, ids=[p.name for p in presets])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip = None if config.getoption("trtcheck") else pytest.mark.skip(reason="trtcheck verification matrix: run with --trtcheck")
+    for item in items:
+        if FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(MARKER)
+        if skip is not None and item.get_closest_marker(MARKER) is not None:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def trtcheck_config(request: pytest.FixtureRequest) -> HarnessConfig:
+    """The session's ``--trtcheck-*`` options."""
+    return harness(request.config)
+
+
+@pytest.fixture
+def trtcheck_model(trtcheck_model_entry: Any) -> tuple[Any, tuple]:
+    """A freshly built zoo model and its example inputs (parametrized over ``--trtcheck-models``)."""
+    return trtcheck_model_entry.build()
+
+
+@pytest.fixture(scope="session")
+def _trtcheck_lowering_cache() -> Any:
+    from trtcheck.lowering.export import LoweringCache  # deferred: torch only in sessions that use trtcheck
+
+    return LoweringCache()
+
+
+@pytest.fixture
+def trtcheck_lowered(trtcheck_model_entry: Any, _trtcheck_lowering_cache: Any) -> Any:
+    """The zoo model's lowered graph, made once per process (per xdist worker) and shared by every preset:
+    pass it as ``lowered=`` to ``trtcheck_verify`` / ``trtcheck_compile``. Lowering is most of compile time
+    and does not depend on the settings; its own determinism is checked when it is first made."""
+    entry = trtcheck_model_entry
+    return _trtcheck_lowering_cache.get(entry.name, entry.build, getattr(entry, "dynamic_shapes", None))
+
+
+@pytest.fixture
+def trtcheck_settings(trtcheck_preset: Any, request: pytest.FixtureRequest) -> Any:
+    """The ``trtcheck.Settings`` of the current preset (parametrized over ``--trtcheck-settings``)."""
+    entry = request.getfixturevalue("trtcheck_model_entry") if "trtcheck_model_entry" in request.fixturenames else None
+    return trtcheck_preset.settings_for(entry.fallback_module if entry is not None else None)
+
+
+@pytest.fixture
+def trtcheck_compile(trtcheck_settings: Any, trtcheck_config: HarnessConfig) -> Callable[..., Any]:
+    """``trtcheck.compile`` with the current preset's settings and the session's backend."""
+    import trtcheck  # deferred: torch only in sessions that use trtcheck
+
+    return functools.partial(trtcheck.compile, settings=trtcheck_settings, backend=trtcheck_config.backend)
+
+
+@pytest.fixture
+def trtcheck_verify(trtcheck_settings: Any, trtcheck_config: HarnessConfig, request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``trtcheck.verify`` with the current preset, backend, seed and ``--trtcheck-allow-fallbacks``; a failure
+    writes a repro to the report dir."""
+    import trtcheck  # deferred: torch only in sessions that use trtcheck
+
+    def run(model: Any, example_inputs: Any, **overrides: Any) -> Any:
+        options = dict(
+            settings=trtcheck_settings,
+            backend=trtcheck_config.backend,
+            seed=trtcheck_config.seed,
+            report_dir=trtcheck_config.report_dir,
+            name=request.node.name,
+            allow_fallbacks=trtcheck_config.allow_fallbacks,
+        )
+        options.update(overrides)
+        return trtcheck.verify(model, example_inputs, **options)
+
+    return run

@@ -1,0 +1,127 @@
+"""The input sets ``verify`` compares on, and running eager on one.
+
+The example, the example again (a second call must still be right: state, caches), then generated sets
+drawn like the example (one policy for every generated set, at the example's sizes or at others within a
+``Dim``'s range). Eager failing on a generated set is an ``InputDomainError``: the model's inputs are
+constrained, and the user passes valid sets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+from trtcheck.errors import InputDomainError
+
+
+def random_like(value: Any, generator: torch.Generator | None = None) -> Any:
+    """A fresh input like ``value``: random floats of its shape; other values (ints, indices) kept as they are,
+    since their valid range is the model's business."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return torch.randn(value.shape, generator=generator, dtype=value.dtype).to(value.device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(random_like(v, generator) for v in value)
+    if isinstance(value, dict):
+        return {k: random_like(v, generator) for k, v in value.items()}
+    return value
+
+
+InputSet = Sequence[Any]
+
+
+def _input_sets(example: Sequence[Any], given: Sequence[InputSet] | None, count: int, seed: int) -> list[tuple]:
+    """The example, the example again (a second call), then the given sets or ``count - 1`` random ones."""
+    if given is not None:
+        if isinstance(given, (str, bytes)) or not all(isinstance(s, (tuple, list)) for s in given):
+            raise InputDomainError(
+                "inputs must be a list of input sets, each a tuple of the model's positional inputs, like "
+                "example_inputs: write inputs=[(x1,), (x2,)]"
+            )
+        extra = [tuple(s) for s in given]
+    else:
+        generator = torch.Generator().manual_seed(seed)
+        extra = [random_like(tuple(example), generator) for _ in range(max(count - 1, 0))]
+    return [tuple(example), tuple(example), *extra]
+
+
+def _sized_input_sets(signature: Any, example: Sequence[Any], count: int, seed: int) -> list[tuple[str, tuple]]:
+    """Input sets with every dynamic size at its minimum, at its maximum, then ``count - 1`` at random sizes in
+    range, each labelled with its sizes; values drawn like ``random_like`` (integers within the example's)."""
+    ranges = signature.symbol_ranges()
+    generator = torch.Generator().manual_seed(seed)
+    # Symbols of one Dim (export gives inputs sharing a Dim a symbol each for some small ranges) take one size.
+    groups: dict[str, list[Any]] = {}
+    for symbol in ranges:
+        groups.setdefault(signature.dim_names.get(str(symbol), str(symbol)), []).append(symbol)
+    low = {name: max(max(ranges[s][0] for s in symbols), 1) for name, symbols in groups.items()}
+    high = {
+        name: min((ranges[s][1] for s in symbols if ranges[s][1] is not None), default=2 * _example_size(signature, example, symbols[0]))
+        for name, symbols in groups.items()
+    }
+    choices = [("min", low), ("max", high)]
+    for _ in range(max(count - 1, 0)):
+        choices.append(("random size", {name: int(torch.randint(low[name], high[name] + 1, (), generator=generator)) for name in groups}))
+    sets = []
+    for kind, by_name in choices:
+        label = f"{kind}: " + ", ".join(f"{name}={v}" for name, v in sorted(by_name.items()))
+        values = {symbol: by_name[name] for name, symbols in groups.items() for symbol in symbols}
+        sets.append((label, _input_set_of_sizes(signature, example, values, generator)))
+    return sets
+
+
+def _example_size(signature: Any, example: Sequence[Any], symbol: Any) -> int:
+    leaves, _ = tree_flatten((tuple(example), {}))
+    for index, leaf in enumerate(signature.leaves):
+        for dim, size in enumerate(getattr(leaf, "sizes", None) or ()):
+            if getattr(size, "expr", None) == symbol and index < len(leaves):
+                return int(leaves[index].shape[dim])
+    return 1
+
+
+def _input_set_of_sizes(signature: Any, example: Sequence[Any], values: Mapping[Any, int], generator: torch.Generator) -> tuple:
+    """The positional inputs with the sizes ``values`` gives each symbol: floats normal, integers drawn between the
+    example's smallest and largest value, booleans fair coins; non-Tensor inputs kept."""
+    leaves, spec = tree_flatten(tuple(example))
+    made = []
+    for index, leaf in enumerate(leaves):
+        if not isinstance(leaf, torch.Tensor):
+            made.append(leaf)
+            continue
+        shape = signature.shape_for(index, values)
+        if leaf.is_floating_point():
+            made.append(torch.randn(shape, generator=generator, dtype=leaf.dtype).to(leaf.device))
+        elif leaf.dtype == torch.bool:
+            made.append((torch.rand(shape, generator=generator) < 0.5).to(leaf.device))
+        elif leaf.numel():
+            low, high = int(leaf.min()), int(leaf.max())
+            made.append(torch.randint(low, high + 1, shape, generator=generator, dtype=leaf.dtype).to(leaf.device))
+        else:
+            made.append(torch.zeros(shape, dtype=leaf.dtype, device=leaf.device))
+    return tuple(tree_unflatten(made, spec))
+
+
+def _cloned(value: Any) -> Any:
+    """Copies of every Tensor in ``value``: a model that writes into its inputs must not change the next run's."""
+    return tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, value)
+
+
+def _run_eager(model: torch.nn.Module, input_set: tuple, kwargs: dict, index: int, generated: bool) -> Any:
+    try:
+        with torch.no_grad():
+            return model(*_cloned(input_set), **_cloned(kwargs))
+    except Exception as error:  # noqa: BLE001 - eager itself failing is the input set's fault, said plainly
+        origin = (
+            "which trtcheck generated by redrawing the floating-point example inputs from a normal distribution"
+            if generated
+            else "which was given"
+        )
+        raise InputDomainError(
+            f"eager {type(model).__name__} itself fails on input set {index}, {origin}: {type(error).__name__}: "
+            f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}\nFix: the model's inputs are "
+            "constrained; pass valid input sets with verify(..., inputs=[(x1, ...), (x2, ...)]) (the "
+            "trtcheck_verify fixture takes the same keyword)"
+        ) from error

@@ -1,0 +1,50 @@
+"""The model's parameters and buffers: snapshots, restores, and what changed.
+
+``verify`` runs the user's model several times; a model that updates a buffer in ``forward`` must start
+each comparison from the same state, and compiling must leave the model as it found it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+import torch.fx
+
+from trtcheck.verification.invariants import Violation
+
+
+def snapshot_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Copies of every parameter and buffer of ``model``, by name."""
+    with torch.no_grad():
+        return {name: tensor.detach().clone() for name, tensor in _state(model).items()}
+
+
+def restore_state(model: torch.nn.Module, snapshot: Mapping[str, torch.Tensor]) -> None:
+    """Write ``snapshot`` back into ``model``'s parameters and buffers (the same tensors, updated in place)."""
+    with torch.no_grad():
+        for name, tensor in _state(model).items():
+            if name in snapshot and tensor.shape == snapshot[name].shape:
+                tensor.copy_(snapshot[name])
+
+
+def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    state = dict(model.named_parameters(remove_duplicate=False))
+    state.update(model.named_buffers(remove_duplicate=False))
+    return state
+
+
+def state_violations(before: Mapping[str, torch.Tensor], after: Mapping[str, torch.Tensor], what: str) -> list[Violation]:
+    """The parameters and buffers ``what`` changed (compile must leave the user's model as it found it)."""
+    changed = [
+        name
+        for name in before.keys() | after.keys()
+        if name not in before or name not in after or not _same_tensor(before[name], after[name])
+    ]
+    return [Violation("model_state", f"{what} changed the model's {name}") for name in sorted(changed)]
+
+
+def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a, b) or (a.is_floating_point() and bool(((a == b) | (a.isnan() & b.isnan())).all()))
