@@ -45,7 +45,6 @@ ROWS: tuple[DtypeRow, ...] = (
     DtypeRow(torch.uint8, _P.UINT8, "UINT8", False),
 )
 _BY_TORCH = {row.torch: row for row in ROWS}
-_BY_ONNX = {row.onnx: row for row in ROWS if row.onnx is not None}
 _BY_TENSORRT = {row.tensorrt: row for row in ROWS if row.tensorrt is not None}
 
 FLOAT: frozenset[torch.dtype] = frozenset({torch.float32, torch.float16, torch.bfloat16})
@@ -91,15 +90,6 @@ def engine_onnx_type(dtype: torch.dtype) -> int:
             "keep the ops producing or consuming it in PyTorch"
         )
     return to_onnx(dtype)
-
-
-def from_onnx(elem_type: int) -> torch.dtype:
-    """The torch dtype of an ONNX element type."""
-    try:
-        return _BY_ONNX[elem_type].torch
-    except KeyError:
-        name = onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() else elem_type
-        raise UnsupportedDtypeError(f"ONNX element type {name} has no torch dtype in trtcheck's table") from None
 
 
 def to_tensorrt_name(dtype: torch.dtype) -> str:

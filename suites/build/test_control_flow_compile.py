@@ -116,7 +116,8 @@ def test_verify_takes_both_branches(cond_model, monkeypatch):
     monkeypatch.setattr(importlib.import_module("trtcheck.verification.verify"), "compile", compile_and_count)
     report = trtcheck.verify(model, inputs, trtcheck.Settings(min_block_size=5))
     assert report.passed and len(report.comparisons) == 4
-    assert calls == [{"true_graph_0": 2, "false_graph_0": 2}]  # the example (twice) takes one, the random sets the other
+    # The example takes one branch (three calls: twice under no_grad, once with autograd on), the random sets the other.
+    assert calls == [{"true_graph_0": 3, "false_graph_0": 2}]
 
 
 def test_a_forced_op_inside_a_branch_splits_its_engines(cond_model):

@@ -596,6 +596,52 @@ def expected_failure(expected: Iterable[ExpectedFailure], op: str, dtype: str) -
     return None
 
 
+@dataclass(frozen=True)
+class NotConverted:
+    """A reviewed op whose sample ``sample`` converts to nothing in ``dtypes``, and why.
+
+    ``test_opinfo.py`` asks every op and dtype for at least one sample that converts and equals eager: a
+    refused sample alone is no proof of a converter, and a validator that refused everything would pass.
+    An entry excuses an op and dtype that has none, as long as its sample ``sample`` is refused or skipped;
+    that sample converting fails the test until the entry is removed.
+
+    Which of the two, and the reason, are not checked: they can change with the samples compiled alongside
+    (a batch may attribute an ``_assert_tensor_metadata`` node to a sample that, compiled alone, has no
+    compute node at all), while "nothing of it converts" does not.
+    """
+
+    op: str  # op id (name or name.variant)
+    dtypes: tuple[str, ...]  # dtype names
+    why: str
+    sample: int = 0
+
+    def excuses(self, result: SampleResult) -> bool:
+        return (
+            result.op == self.op and result.dtype in self.dtypes and result.index == self.sample
+            and result.outcome in (REFUSED, SKIPPED)
+        )
+
+
+def not_converted(table: Iterable[NotConverted], op: str, dtype: str) -> NotConverted | None:
+    for entry in table:
+        if entry.op == op and dtype in entry.dtypes:
+            return entry
+    return None
+
+
+def first_refusal(result: SampleResult) -> tuple[str, bool] | None:
+    """For a refused sample, the overload of its first node that has no converter (``(overload, False)``)
+    or whose validator said no (``(overload, True)``); None when the reason names neither."""
+    for part in result.reason.split("; "):
+        overload, _, rest = part.partition(": ")
+        detail = rest.partition(": ")[2]
+        if detail.startswith(f"no converter for {overload}"):
+            return overload, False
+        if detail.startswith(f"the {overload} converter's validator refused"):
+            return overload, True
+    return None
+
+
 # ---- counts ---------------------------------------------------------------------------------------------
 
 

@@ -33,6 +33,7 @@ from suites.conversion.dynamic_harness import (
 )
 from trtcheck import conversion as converters
 from trtcheck.conversion import ConversionContext, ConversionError, segment_to_onnx
+from trtcheck.conversion.context import value_info
 from trtcheck.conversion.ops import _common
 from trtcheck.conversion.registry import Snapshot
 from trtcheck.lowering.graph import copy_graph_module
@@ -502,11 +503,9 @@ def test_symfloat_stays_in_torch() -> None:
 
 # ---- sizes rebuilt from the segment's inputs ---------------------------------------------------------------------
 def _size_model(ctx: ConversionContext, names: list[str], placeholder: torch.fx.Node) -> onnx.ModelProto:
-    from trtcheck.conversion.context import _value_info
-
     outputs = [onnx.helper.make_tensor_value_info(f"size_{i}", onnx.TensorProto.INT64, []) for i in range(len(names))]
     nodes = [*ctx.nodes, *(onnx.helper.make_node("Identity", [n], [o.name]) for n, o in zip(names, outputs))]
-    graph = onnx.helper.make_graph(nodes, "sizes", [_value_info(placeholder.name, placeholder.meta["val"])], outputs,
+    graph = onnx.helper.make_graph(nodes, "sizes", [value_info(placeholder.name, placeholder.meta["val"])], outputs,
                                    ctx.initializers)
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
     model.ir_version = 8

@@ -7,6 +7,10 @@ to eager. A fallback at conversion or engine build, a raising validator, an outp
 exception out of ``trtcheck.compile`` fails the test. Samples torch.export cannot capture, samples eager
 fails on and samples with random output are skipped (``opinfo_summary.py`` counts them).
 
+Refused and skipped samples prove nothing, so at least one sample of each op and dtype must be claimed and
+equal to eager, unless ``opinfo_not_converted.py`` lists the op and dtype with the reason none is: else a
+validator that refused everything would pass.
+
 How many samples per op and dtype follows the hypothesis profile (root ``conftest.py``): ``ci`` (the
 default) and ``dev`` the first one, ``nightly`` all of them. ``opinfo_cases.py`` holds the per-sample logic
 and ``opinfo_expected_failures.py`` the reviewed table of known converter bugs.
@@ -25,6 +29,7 @@ import torch
 import trtcheck
 from suites.conversion import opinfo_cases as cases
 from suites.conversion.opinfo_expected_failures import EXPECTED_FAILURES
+from suites.conversion.opinfo_not_converted import NOT_CONVERTED, suggested_entry
 
 PAIRS = cases.op_dtype_pairs()
 CHUNK = 64  # (op, dtype) pairs computed together: the samples of a chunk are compiled in batches
@@ -68,16 +73,31 @@ def opinfo_results(request: pytest.FixtureRequest):
 
 @pytest.mark.parametrize(("op", "dtype"), PAIRS, ids=[f"{op}-{dtype}" for op, dtype in PAIRS])
 def test_opinfo_sample_refused_or_equal(op: str, dtype: str, opinfo_results) -> None:
-    judge(opinfo_results(op, dtype), cases.expected_failure(EXPECTED_FAILURES, op, dtype))
+    judge(
+        opinfo_results(op, dtype),
+        cases.expected_failure(EXPECTED_FAILURES, op, dtype),
+        cases.not_converted(NOT_CONVERTED, op, dtype),
+    )
 
 
-def judge(results: list[cases.SampleResult], expected: cases.ExpectedFailure | None) -> None:
+def judge(
+    results: list[cases.SampleResult],
+    expected: cases.ExpectedFailure | None,
+    excused: cases.NotConverted | None = None,
+) -> None:
     """Fail on any failing sample; xfail when the table's entry excuses every one of them; fail when the
-    entry's sample ran and nothing failed (the bug is fixed: the entry must go)."""
+    entry's sample ran and nothing failed (the bug is fixed: the entry must go). Then the floor: fail
+    unless a sample converted and equals eager, or ``excused`` (the op's ``NOT_CONVERTED`` entry) says why
+    none does."""
     failing = [r for r in results if r.outcome == cases.FAILING]
     if expected is None:
         assert not failing, f"{len(failing)} of {len(results)} samples fail:\n" + "\n".join(r.line() for r in failing)
-        return
+    else:
+        _judge_expected(results, failing, expected)
+    _judge_floor(results, excused)
+
+
+def _judge_expected(results: list[cases.SampleResult], failing: list[cases.SampleResult], expected: cases.ExpectedFailure) -> None:
     unexcused = [r for r in failing if not expected.excuses(r)]
     assert not unexcused, "failing beyond the expected failure:\n" + "\n".join(r.line() for r in unexcused)
     if failing:
@@ -85,6 +105,29 @@ def judge(results: list[cases.SampleResult], expected: cases.ExpectedFailure | N
     assert expected.sample not in {r.index for r in results}, (
         f"{expected.op} {expected.dtype} sample {expected.sample} no longer fails ({expected.why}): remove its "
         "entry from opinfo_expected_failures.py"
+    )
+
+
+def _judge_floor(results: list[cases.SampleResult], excused: cases.NotConverted | None) -> None:
+    """At least one sample claimed and equal to eager, or a NOT_CONVERTED entry whose sample is refused or
+    skipped (and does not convert: else the entry must go)."""
+    converted = [r for r in results if r.outcome == cases.EQUAL]
+    if excused is None:
+        assert converted, (
+            f"no sample of {len(results)} was claimed by a converter and equal to eager:\n"
+            + "\n".join(r.line() for r in results)
+            + "\nwhere that is by design, add to NOT_CONVERTED in opinfo_not_converted.py:\n"
+            + "\n".join(suggested_entry(r) for r in results if r.outcome in (cases.REFUSED, cases.SKIPPED))
+        )
+        return
+    listed = [r for r in results if r.index == excused.sample]
+    for result in listed:
+        assert result.outcome != cases.EQUAL, (
+            f"{result.op} {result.dtype} sample {result.index} converts and equals eager now: remove its "
+            "NOT_CONVERTED entry from opinfo_not_converted.py"
+        )
+    assert converted or any(excused.excuses(r) for r in listed), (
+        f"sample {excused.sample}, the one the NOT_CONVERTED entry excuses, did not run:\n" + "\n".join(r.line() for r in results)
     )
 
 
@@ -103,6 +146,43 @@ def test_judge_holds_the_expected_failures_table_to_account() -> None:
         judge([equal, cases.SampleResult("sin", "float32", 1, cases.EQUAL)], entry)  # fixed: remove the entry
     with pytest.raises(AssertionError, match="1 of 2 samples fail"):
         judge([equal, bad], None)
+
+
+def test_judge_asks_every_op_for_a_converted_sample() -> None:
+    """The floor: refused or skipped samples alone pass only when NOT_CONVERTED says why."""
+    refused = cases.SampleResult("erfinv", "float32", 0, cases.REFUSED,
+                                 "aten.erfinv.default: no_converter: no converter for aten.erfinv.default")
+    random = cases.SampleResult("erfinv", "float32", 0, cases.SKIPPED, "random: eager disagrees with itself")
+    equal = cases.SampleResult("erfinv", "float32", 0, cases.EQUAL)
+    later = cases.SampleResult("erfinv", "float32", 1, cases.EQUAL)
+    entry = cases.NotConverted("erfinv", ("float32",), "no converter for aten.erfinv.default")
+    judge([equal], None)
+    judge([refused], None, entry)
+    judge([random], None, entry)  # not converted either: the entry holds (see NotConverted on why not the reason)
+    judge([refused, later], None, entry)  # nightly: a later sample converts, the entry's still does not
+    with pytest.raises(AssertionError, match="no sample of 1 was claimed") as error:
+        judge([refused], None)  # a validator that refuses everything lands here
+    assert 'NotConverted("erfinv", ("float32",), no_converter("aten.erfinv.default")),' in str(error.value)
+    with pytest.raises(AssertionError, match="no sample of 1 was claimed") as error:
+        judge([random], None)
+    assert 'NotConverted("erfinv", ("float32",), RANDOM),' in str(error.value)
+    with pytest.raises(AssertionError, match="remove its NOT_CONVERTED entry"):
+        judge([equal], None, entry)  # converts now
+    with pytest.raises(AssertionError, match="did not run"):
+        judge([cases.SampleResult("erfinv", "float32", -1, cases.SKIPPED, "sample_inputs failed: boom")], None, entry)
+
+
+def test_not_converted_entries_name_real_ops_and_dtypes_once() -> None:
+    pairs = set(PAIRS)
+    seen = set()
+    for entry in NOT_CONVERTED:
+        assert entry.dtypes and entry.why.strip(), entry
+        for dtype in entry.dtypes:
+            assert (entry.op, dtype) in pairs, f"{entry.op} {dtype}: no OpInfo op and dtype of this suite"
+            assert (entry.op, dtype) not in seen, f"{entry.op} {dtype} is listed twice"
+            seen.add((entry.op, dtype))
+    # Most ops convert: the table lists exceptions, not the rule (written with 853 of 2,045 pairs listed).
+    assert len(seen) < len(pairs) // 2
 
 
 def test_expected_failures_name_real_ops_and_dtypes() -> None:

@@ -21,7 +21,7 @@ from suites.matrix.matrix_checks import zoo_tolerances
 from trtcheck.benchmarking import VARIANTS, extra_info, flush_denormals
 from trtcheck.lowering.export import LOWERING_SECONDS
 from trtcheck.runtime.profiling import profile as profile_call
-from trtcheck.verification.equivalence import compare
+from trtcheck.verification.equivalence import compare_outputs
 
 pytestmark = pytest.mark.trtcheck
 WARMUP = 3  # rounds pytest-benchmark runs untimed before timing
@@ -45,7 +45,7 @@ def compiled(entry, preset, settings, backend, lowered):
         # Compared once, right after compiling: timing calls then advance a stateful model's buffers (a call
         # counter) on the eager side and the stitched side by different numbers of calls.
         with flush_denormals(), torch.inference_mode():
-            comparison = compare(model(*inputs), stitched(*inputs), **zoo_tolerances(entry, model, inputs))
+            comparison = compare_outputs(model(*inputs), stitched(*inputs), **zoo_tolerances(entry, model, inputs))
         _last[key] = (model, inputs, stitched, comparison)
     return _last[key]
 

@@ -1,7 +1,8 @@
 """A compiled module is right for every call, not only for its example (issue: state, scalars, strides, aliasing).
 
 Each test pins one way a compiled module used to be right only for the example it was compiled with; each
-failed on the code before the fix. Only the public API is used, so the same file runs against any version.
+failed on the code before the fix. The fixtures ``engine_calls`` and ``restrides`` count what a call ran, so
+a compiled module that silently ran the whole model in PyTorch (or skipped a layout restore) fails too.
 """
 
 from __future__ import annotations
@@ -12,8 +13,49 @@ from torch import nn
 
 import trtcheck
 import trtcheck_zoo as models
+from trtcheck.runtime import stitch
+from trtcheck.runtime.stitch import EngineModule
 
 ONE = trtcheck.Settings(min_block_size=1)
+
+
+@pytest.fixture
+def engine_calls(monkeypatch):
+    """The segment index of every engine call (``EngineModule.forward``), in order: a compiled module running
+    its model in PyTorch alone makes none."""
+    calls: list[int] = []
+    forward = EngineModule.forward
+
+    def counting(self, *tensors):
+        calls.append(self.segment_index)
+        return forward(self, *tensors)
+
+    monkeypatch.setattr(EngineModule, "forward", counting)
+    return calls
+
+
+@pytest.fixture
+def restrides(monkeypatch):
+    """``(strides before, strides after)`` of every layout restore a stitched graph made on an engine output
+    (``restride``, which ``restride_in_order`` calls too). Patched before compiling: stitching puts the counting
+    one into the graph."""
+    made: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    restride = stitch.restride
+
+    def counting(tensor, stride):
+        result = restride(tensor, stride)
+        made.append((tuple(tensor.stride()), tuple(result.stride())))
+        return result
+
+    monkeypatch.setattr(stitch, "restride", counting)
+    return made
+
+
+def _engines_ran_once(compiled, engine_calls):
+    """Every engine of ``compiled`` ran exactly once in the call just made (and nothing else did): then clear."""
+    assert compiled.engines, "nothing was compiled to an engine"
+    assert engine_calls == sorted(compiled.engines), "each engine must run once per call (none ran: the call ran in PyTorch)"
+    engine_calls.clear()
 
 
 class TwoInputs(nn.Module):
@@ -21,11 +63,13 @@ class TwoInputs(nn.Module):
         return torch.cat([torch.lgamma(x), x + y, x * y])
 
 
-def test_aliased_example_inputs_compile_a_module_right_for_independent_inputs():
+def test_aliased_example_inputs_compile_a_module_right_for_independent_inputs(engine_calls):
     x = torch.rand(2, 3) + 0.5
     compiled = trtcheck.compile(TwoInputs(), (x, x), ONE, backend="onnxruntime")
+    engine_calls.clear()
     y = torch.rand(2, 3) + 0.5
     torch.testing.assert_close(compiled(x, y), TwoInputs()(x, y))
+    _engines_ran_once(compiled, engine_calls)
 
 
 def test_shape_analysis_runs_on_the_example_inputs_not_random_ones():
@@ -47,30 +91,35 @@ def _state(model):
     return {k: v.clone() for k, v in model.state_dict().items()}
 
 
-def test_compile_leaves_a_stateful_model_as_it_found_it_and_updates_its_own_state():
+def test_compile_leaves_a_stateful_model_as_it_found_it_and_updates_its_own_state(engine_calls):
     model, (x,) = models.get("counter").build()
     before = _state(model)
     compiled = trtcheck.compile(model, (x,), ONE, backend="onnxruntime")
     after = _state(model)
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
     assert compiled.partition.segments_of(trtcheck.Target.TENSORRT), "the buffer's reader must run in an engine"
+    engine_calls.clear()
     for call in range(1, 4):  # eager returns 1x, 2x, 3x: the engine must read the buffer's current value
         torch.testing.assert_close(compiled(x), model(x), msg=f"call {call}")
+        _engines_ran_once(compiled, engine_calls)
     assert float(model.calls) == 3.0
 
 
 @pytest.mark.parametrize("call", [((2.5,), {"shift": 1}), ((5.0,), {"shift": 1}), ((2.5,), {"shift": 7})])
-def test_scalar_inputs_are_checked_never_frozen(call):
+def test_scalar_inputs_are_checked_never_frozen(call, engine_calls):
     model, (x, scale) = models.get("scalar_input").build()
     compiled = trtcheck.compile(model, (x, scale), ONE, backend="onnxruntime", example_kwargs={"shift": 1})
+    engine_calls.clear()
     args, kwargs = call
     try:
         got = compiled(x, *args, **kwargs)
     except trtcheck.InputMismatchError as error:  # refusing a value it was not compiled for is sound
         assert (args, kwargs) != ((2.5,), {"shift": 1})
         assert "scale" in str(error) or "shift" in str(error)
+        assert engine_calls == [], "a refused call must be refused before any engine runs"
         return
     torch.testing.assert_close(got, model(x, *args, **kwargs))
+    _engines_ran_once(compiled, engine_calls)
 
 
 def test_a_different_scalar_is_refused_with_the_fix():
@@ -93,23 +142,74 @@ class AsStrided(nn.Module):
         return self.tail(torch.relu(x.t()))
 
 
-@pytest.mark.parametrize("name_or_model", ["layout_sensitive", "as_strided"])
-def test_torch_segments_get_the_strides_export_recorded(name_or_model):
+class ElementwiseTail(nn.Module):
+    """Like ``layout_sensitive``, but its Torch tail reads any layout: a missing restore changes no value,
+    only the output's strides (which ``assert_close`` does not compare), so only counting restores sees it."""
+
+    class Tail(nn.Module):
+        def forward(self, y):
+            return y * 2
+
+    def __init__(self):
+        super().__init__()
+        self.tail = self.Tail()
+
+    def forward(self, x):
+        return self.tail(torch.relu(x.t() + 1.0))
+
+
+TRANSPOSED = ((4, 1), (1, 6))
+"""The one layout restore of each model below at a (4, 6) input: the engine returns the (6, 4) ``relu`` of
+``x.t()`` contiguous, and the Torch tail was traced on the transposed strides eager gave it."""
+
+
+@pytest.mark.parametrize("name_or_model", ["layout_sensitive", "as_strided", "elementwise_tail"])
+def test_torch_segments_get_the_strides_export_recorded(name_or_model, engine_calls, restrides):
     if name_or_model == "as_strided":
         model, inputs = AsStrided(), (torch.randn(4, 6),)
+    elif name_or_model == "elementwise_tail":
+        model, inputs = ElementwiseTail(), (torch.randn(4, 6),)
     else:
         model, inputs = models.get(name_or_model).build()
     settings = trtcheck.Settings(min_block_size=1, torch_executed_modules=["tail"])
     compiled = trtcheck.compile(model, inputs, settings, backend="onnxruntime")
     assert [s.target for s in compiled.partition.segments] == [trtcheck.Target.TENSORRT, trtcheck.Target.TORCH]
+    engine_calls.clear()
+    restrides.clear()
     torch.testing.assert_close(compiled(*inputs), model(*inputs))
+    _engines_ran_once(compiled, engine_calls)
+    assert restrides == [TRANSPOSED], "the engine's contiguous output must get the strides export recorded"
 
 
-def test_a_non_contiguous_call_input_gets_the_example_layout():
+@pytest.mark.parametrize("name_or_model", ["layout_sensitive", "elementwise_tail"])
+def test_an_engine_output_of_dynamic_shape_gets_the_recorded_dim_order(name_or_model, engine_calls, restrides):
+    """With a dynamic size the recorded layout is an order of dims (``restride_in_order``), made dense per call."""
+    if name_or_model == "elementwise_tail":
+        model, x = ElementwiseTail(), torch.randn(4, 6)
+    else:
+        model, (x,) = models.get(name_or_model).build()
+    settings = trtcheck.Settings(min_block_size=1, torch_executed_modules=["tail"])
+    rows = torch.export.Dim("rows", min=2, max=16)
+    compiled = trtcheck.compile(model, (x,), settings, backend="onnxruntime", dynamic_shapes=({0: rows},))
+    assert "restride_in_order" in compiled.graph_module.code
+    for n in (3, 9):
+        engine_calls.clear()
+        restrides.clear()
+        call = torch.randn(n, 6)
+        torch.testing.assert_close(compiled(call), model(call))
+        _engines_ran_once(compiled, engine_calls)
+        assert restrides == [((n, 1), (1, 6))], f"rows={n}: the engine's (6, {n}) output must get the transposed layout"
+
+
+def test_a_non_contiguous_call_input_gets_the_example_layout(engine_calls, restrides):
     model, (x,) = models.get("layout_sensitive").build()
     compiled = trtcheck.compile(model, (x,), trtcheck.Settings(min_block_size=1, torch_executed_modules=["tail"]))
+    engine_calls.clear()
+    restrides.clear()
     strided = torch.randn(6, 4).t()  # same shape, transposed strides
     torch.testing.assert_close(compiled(strided), model(strided))
+    _engines_ran_once(compiled, engine_calls)
+    assert restrides == [TRANSPOSED]  # the input's own restride is the signature's, not counted here
 
 
 def test_a_module_list_named_by_its_attribute_is_forced_to_torch():

@@ -18,43 +18,118 @@ from trtcheck.tools.loading import load_model
 # --- the forms of MODEL --------------------------------------------------------------------------------
 
 
+def assert_same_inputs(got, expected) -> None:
+    """``got`` holds the factory's tensors: a tuple of the same length, each equal in shape, dtype and values."""
+    assert isinstance(got, tuple) and len(got) == len(expected)
+    for value, reference in zip(got, expected):
+        assert isinstance(value, torch.Tensor) and value.dtype == reference.dtype
+        torch.testing.assert_close(value, reference, rtol=0, atol=0)
+
+
+def defining_module(target):
+    """The module the loaded model's class was defined in (the user's file, imported under a unique name)."""
+    return sys.modules[type(target.model_or_program).__module__]
+
+
+def assert_same_weights(model: torch.nn.Module, reference: torch.nn.Module) -> None:
+    state, expected = model.state_dict(), reference.state_dict()
+    assert state.keys() == expected.keys() and state
+    for name in state:
+        torch.testing.assert_close(state[name], expected[name], rtol=0, atol=0)
+
+
 def test_a_zoo_name_loads_the_zoo_entry():
+    import trtcheck_zoo as models
+
     target = load_model("seed_lgamma")
-    assert target.name == "seed_lgamma" and isinstance(target.model_or_program, torch.nn.Module)
-    assert isinstance(target.example_inputs, tuple) and target.example_inputs
+    model, inputs = models.get("seed_lgamma").build()  # seeded: the same model and inputs again
+    assert target.name == "seed_lgamma" and not target.is_program
+    assert type(target.model_or_program) is type(model) and type(model).__name__ == "SeedLgamma"
+    assert_same_inputs(target.example_inputs, inputs)
+    assert target.example_kwargs == {} and target.input_sets is None
+    assert target.eager_model() is target.model_or_program
 
 
 def test_a_zoo_entry_with_its_own_input_sets_brings_them():
-    assert load_model("spd_solve").input_sets  # random inputs would make eager's cholesky fail
+    import trtcheck_zoo as models
+
+    target = load_model("spd_solve")  # random inputs would make eager's cholesky fail
+    entry = models.get("spd_solve")
+    expected = entry.input_sets()
+    assert isinstance(target.input_sets, list) and len(target.input_sets) == len(expected) == 2
+    for got, reference in zip(target.input_sets, expected):
+        assert_same_inputs(tuple(got), reference)
+    assert_same_inputs(target.example_inputs, entry.build()[1])
+    assert not torch.equal(target.input_sets[0][0], target.example_inputs[0])  # other inputs than the examples
+    for inputs in (target.example_inputs, *target.input_sets):
+        assert torch.isfinite(target.model_or_program(*inputs)).all()  # each set is valid: eager's cholesky accepts it
 
 
 def test_a_file_factory_loads(factories):
     target = load_model(f"{factories}:build")
-    assert type(target.model_or_program).__name__ == "Net" and target.example_inputs[0].shape == (2, 8)
-    assert target.name == f"{factories}:build"
+    module = defining_module(target)
+    assert Path(module.__file__) == factories.resolve()
+    assert type(target.model_or_program) is module.Net and not target.model_or_program.training
+    model, inputs = module.build()  # the factory seeds: the same weights and inputs again
+    assert_same_weights(target.model_or_program, model)
+    assert_same_inputs(target.example_inputs, inputs)
+    assert target.example_inputs[0].shape == (2, 8)
+    assert target.name == f"{factories}:build" and target.input_sets is None and target.example_kwargs == {}
+
+
+def test_the_factorys_own_objects_are_loaded_not_copies(tmp_path):
+    path = tmp_path / "same.py"
+    path.write_text(
+        "import torch\n\nMODEL = torch.nn.Linear(3, 2)\nINPUTS = (torch.arange(6.0).reshape(2, 3), torch.ones(1))\n\n"
+        "def build():\n    return MODEL, INPUTS\n"
+    )
+    target = load_model(f"{path}:build")
+    (module,) = [m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == str(path.resolve())]
+    assert target.model_or_program is module.MODEL
+    assert len(target.example_inputs) == 2 and all(a is b for a, b in zip(target.example_inputs, module.INPUTS))
+    assert target.name == f"{path}:build"
 
 
 def test_lists_are_accepted_for_the_pair_and_the_inputs(factories):
     target = load_model(f"{factories}:as_list")
-    assert isinstance(target.example_inputs, tuple) and len(target.example_inputs) == 1
+    module = defining_module(target)
+    assert type(target.model_or_program) is module.Net
+    model, (x,) = module.as_list()
+    assert_same_inputs(target.example_inputs, (x,))
+    assert_same_weights(target.model_or_program, model)
+    assert target.name == f"{factories}:as_list"
 
 
 def test_a_module_factory_loads(factories, monkeypatch):
     monkeypatch.syspath_prepend(str(factories.parent))
     monkeypatch.delitem(sys.modules, "mine", raising=False)
     target = load_model("mine:build")
-    assert type(target.model_or_program).__name__ == "Net"
+    mine = sys.modules["mine"]
+    assert type(target.model_or_program) is mine.Net and target.name == "mine:build"
+    model, inputs = mine.build()
+    assert_same_weights(target.model_or_program, model)
+    assert_same_inputs(target.example_inputs, inputs)
 
 
 def test_a_relative_file_path_is_read_from_the_working_directory(factories, monkeypatch):
     monkeypatch.chdir(factories.parent)
-    assert type(load_model("./mine.py:build").model_or_program).__name__ == "Net"
+    target = load_model("./mine.py:build")
+    module = defining_module(target)
+    assert Path(module.__file__) == factories.resolve() and type(target.model_or_program) is module.Net
+    assert target.name == "./mine.py:build"
+    assert_same_inputs(target.example_inputs, module.build()[1])
 
 
-def test_a_pt2_file_loads_the_program_with_its_stored_example_inputs(program):
+def test_a_pt2_file_loads_the_program_with_its_stored_example_inputs(factories, program):
     target = load_model(str(program))
     assert target.is_program and isinstance(target.model_or_program, torch.export.ExportedProgram)
+    assert target.name == "net.pt2" and target.input_sets is None and target.example_kwargs == {}
+    built = load_model(f"{factories}:build")  # what the program was exported from
+    assert_same_inputs(target.example_inputs, built.example_inputs)
     assert target.example_inputs[0].shape == (2, 8)
+    eager = target.eager_model()
+    assert isinstance(eager, torch.nn.Module) and eager is not target.model_or_program
+    torch.testing.assert_close(eager(*target.example_inputs), built.model_or_program(*built.example_inputs))
 
 
 def test_partition_of_each_form_prints_the_summary(factories, program, capsys):

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-import pytest
-
 import trtcheck
 from suites.partitioning.partitioning_cases import SeedModel, no_lgamma
 from trtcheck.testing.random_graphs import supports_all_but
-from trtcheck.tools.compare import PARTITIONERS, Row, compare, compare_many, format_rows, format_tally, lower_bound_hits, random_graph, tally
+from trtcheck.tools.compare import (
+    PARTITIONERS,
+    Row,
+    compare,
+    compare_many,
+    format_rows,
+    format_tally,
+    lower_bound_hits,
+    random_graph,
+    tally,
+)
 
 SUPPORT = supports_all_but()
 

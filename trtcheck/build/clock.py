@@ -24,7 +24,7 @@ class CompileTimes:
 
 
 @dataclass
-class _Clock:
+class Clock:
     times: CompileTimes = field(default_factory=CompileTimes)
 
     def run(self, phase: str, fn, *args, **kwargs):

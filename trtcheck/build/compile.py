@@ -13,7 +13,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from trtcheck.build.clock import _Clock
+from trtcheck.build.clock import Clock
 from trtcheck.build.convert import convert
 from trtcheck.build.engine_build import build_engines, compile_branches
 from trtcheck.engines import resolve_backend
@@ -56,7 +56,7 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
     check_torch_threads(torch_threads)  # before any work: a bad value is the caller's mistake, not the model's
     settings = checked_settings(settings)
     backend = resolve_backend(backend)  # an explicit backend missing here fails now, before any work
-    clock = _Clock()
+    clock = Clock()
     conversion = convert(
         model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=check_shapes, clock=clock,
         lowered=lowered, dynamic_shapes=dynamic_shapes,

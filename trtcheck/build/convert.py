@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
-from trtcheck.build.clock import _Clock
+from trtcheck.build.clock import Clock
 from trtcheck.errors import ShapeMismatchError
 from trtcheck.names import checked_settings
 from trtcheck.partitioning.model import Partition
@@ -100,7 +100,7 @@ def convert(
     support: Support = None,
     example_kwargs: Mapping[str, Any] | None = None,
     check_shapes: bool = True,
-    clock: _Clock | None = None,
+    clock: Clock | None = None,
     lowered: torch.fx.GraphModule | None = None,
     dynamic_shapes: Any = None,
 ) -> Conversion:
@@ -113,7 +113,7 @@ def convert(
     dynamic sizes: ``dynamic_shapes`` is then not read).
     """
     settings = checked_settings(settings)
-    clock = clock or _Clock()
+    clock = clock or Clock()
     args, kwargs = independent_inputs(example_inputs, example_kwargs)
     gm = lowered if lowered is not None else clock.run("lowering", lower, model, args, kwargs, dynamic_shapes=dynamic_shapes)
     forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph, model)
@@ -130,7 +130,7 @@ def convert(
     return Conversion(gm, partition, onnx_models, errors, args, kwargs, mismatched=mismatched, branches=branches)
 
 
-def convert_segments(partition: Partition, clock: _Clock) -> tuple[dict[int, bytes], dict[int, Exception]]:
+def convert_segments(partition: Partition, clock: Clock) -> tuple[dict[int, bytes], dict[int, Exception]]:
     """The serialized ONNX of every TensorRT segment of ``partition`` that converts, and the error of every
     one that does not (by segment index): one segment's failure is contained, reported, never raised."""
     onnx_models: dict[int, bytes] = {}

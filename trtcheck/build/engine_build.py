@@ -15,13 +15,13 @@ import onnx
 import torch
 import torch.fx
 
-from trtcheck.build.clock import _Clock
+from trtcheck.build.clock import Clock
 from trtcheck.build.convert import BranchConversion
 from trtcheck.engines import Engine, TensorSpec, build_engine
 from trtcheck.errors import CompilationError
 from trtcheck.lowering.symbols import symbol_ranges
 from trtcheck.partitioning.model import Partition
-from trtcheck.runtime.stitch import _call_without_autograd, stitch
+from trtcheck.runtime.stitch import call_without_autograd, stitch
 from trtcheck.shapes import segment_shapes
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def build_engines(
     onnx_models: Mapping[int, bytes],
     errors: Mapping[int, Exception],
     backend: str,
-    clock: _Clock,
+    clock: Clock,
     ranges: Mapping[str, Any],
     *,
     strict: bool = False,
@@ -129,4 +129,4 @@ def _compile(
         owner, _, attribute = name.rpartition(".")
         setattr(stitched_parent.get_submodule(owner), attribute, module)
         parent.fallbacks += [f"branch {name}: {line}" for line in branch.partition.fallbacks]
-    _call_without_autograd(stitched_parent)
+    call_without_autograd(stitched_parent)

@@ -68,7 +68,13 @@ def int_floor_divide(ctx: ConversionContext, a: str, b: str) -> str:
     return ctx.add("Div", [ctx.add("Sub", [a, ctx.add("Mod", [a, b], fmod=0)]), b])
 
 
-def _value_info(name: str, value: Any) -> onnx.ValueInfoProto:
+def value_info(name: str, value: Any) -> onnx.ValueInfoProto:
+    """The ONNX declaration (dtype and shape, symbolic dims by name) of a segment input or output whose
+    ``meta["val"]`` is ``value``; ConversionError naming the value when it is no Tensor an engine holds.
+
+    Public because the interpreter declares a segment's inputs and outputs with it: the declarations and
+    the dtype rule converters apply (:func:`onnx_dtype`) come from this one place.
+    """
     if not isinstance(value, torch.Tensor):
         raise ConversionError(f"segment value {name!r} is not a tensor (meta['val'] = {value!r})")
     try:
@@ -78,7 +84,11 @@ def _value_info(name: str, value: Any) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, dtype, _static_shape(value))
 
 
-def _describe(node: torch.fx.Node) -> str:
+def describe(node: torch.fx.Node) -> str:
+    """``node 'add_1' (call_function aten.add.Tensor)``: how every ConversionError names an fx node.
+
+    Public because the interpreter's errors name nodes too, and they should read like the context's.
+    """
     return f"node {node.name!r} ({node.op} {node.target})"
 
 
@@ -121,14 +131,14 @@ class ConversionContext:
         try:
             return self._values[node]
         except KeyError:
-            raise ConversionError(f"{_describe(node)} is used before it was converted") from None
+            raise ConversionError(f"{describe(node)} is used before it was converted") from None
 
     def name(self, arg: Any, dtype: torch.dtype | None = None) -> str:
         """An fx Node's single ONNX name, or an initializer holding a Python scalar/list of ``dtype``."""
         if isinstance(arg, torch.fx.Node):
             names = self.names(arg)
             if not isinstance(names, str):
-                raise ConversionError(f"{_describe(arg)} has several outputs; use getitem")
+                raise ConversionError(f"{describe(arg)} has several outputs; use getitem")
             return names
         if dtype is None:
             dtype = torch.tensor(arg).dtype
@@ -160,7 +170,7 @@ class ConversionContext:
         for part in str(node.target).split("."):
             obj = getattr(obj, part)
         if not isinstance(obj, torch.Tensor):
-            raise ConversionError(f"{_describe(node)} does not refer to a tensor")
+            raise ConversionError(f"{describe(node)} does not refer to a tensor")
         onnx_dtype(obj.dtype)  # a float64 buffer has no place in a TensorRT engine
         self.initializers.append(_tensor_proto(obj.detach().cpu().contiguous(), node.name))
         return node.name
@@ -190,7 +200,7 @@ class ConversionContext:
         """
         if isinstance(arg, torch.fx.Node):
             if not is_symint(arg.meta.get("val")):
-                raise ConversionError(f"{_describe(arg)} is used as a size but carries {arg.meta.get('val')!r}, not an int")
+                raise ConversionError(f"{describe(arg)} is used as a size but carries {arg.meta.get('val')!r}, not an int")
             return self.name(arg)
         if isinstance(arg, torch.SymInt):
             return self.size_expr(arg)
@@ -333,4 +343,14 @@ _SIZE_OPS: dict[type, Callable[[ConversionContext, str, str], str]] = {
 }
 
 
-__all__ = ["OPSET", "ConversionContext", "ConversionError", "int_floor_divide", "int_op", "is_symint", "onnx_dtype"]
+__all__ = [
+    "OPSET",
+    "ConversionContext",
+    "ConversionError",
+    "describe",
+    "int_floor_divide",
+    "int_op",
+    "is_symint",
+    "onnx_dtype",
+    "value_info",
+]

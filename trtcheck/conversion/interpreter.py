@@ -13,25 +13,25 @@ import torch.fx
 from onnx import helper
 
 from trtcheck.conversion import registry
-from trtcheck.conversion.context import OPSET, ConversionContext, _describe, _value_info
+from trtcheck.conversion.context import OPSET, ConversionContext, describe, value_info
 from trtcheck.errors import ConversionError
 
 
 def _convert_node(ctx: ConversionContext, node: torch.fx.Node) -> None:
     converter = registry.get(node.target)
     if converter is None:
-        raise ConversionError(f"no converter for {_describe(node)}")
+        raise ConversionError(f"no converter for {describe(node)}")
     judged = converter.judge(node)
     if not judged:
         error, reason = judged.error, judged.reason
         why = f": {reason}" if reason else (f" (its validator raised {type(error).__name__}: {error})" if error else "")
-        raise ConversionError(f"the converter for {node.target} rejects {_describe(node)}{why}")
+        raise ConversionError(f"the converter for {node.target} rejects {describe(node)}{why}")
     try:
         result = converter.fn(ctx, node)
     except ConversionError:
         raise
     except Exception as exc:  # a converter bug must name the node it failed on
-        raise ConversionError(f"converting {_describe(node)} failed: {exc}") from exc
+        raise ConversionError(f"converting {describe(node)} failed: {exc}") from exc
     ctx.bind(node, result)
 
 
@@ -61,7 +61,7 @@ def _shown(elem_type: int, dims: list[int | str]) -> str:
 def _check_outputs(model: onnx.ModelProto, results: list[torch.fx.Node]) -> None:
     """ConversionError naming the first output whose ONNX shape or dtype differs from the graph's metadata.
 
-    The outputs are declared from the metadata (``_value_info``), so what the converters computed is
+    The outputs are declared from the metadata (``value_info``), so what the converters computed is
     inferred on a copy whose outputs declare nothing, with data propagation: that sees through a
     ``Shape -> Concat -> Reshape`` that the checker's own inference leaves unknown (and then accepts),
     and would otherwise reach the engine and fail only when the compiled module runs. A model the
@@ -122,7 +122,7 @@ def segment_to_onnx(gm: torch.fx.GraphModule, opset: int = OPSET) -> onnx.ModelP
     output_nodes: list[torch.fx.Node] = []
     for node in gm.graph.nodes:
         if node.op == "placeholder":
-            inputs.append(_value_info(node.name, node.meta.get("val")))
+            inputs.append(value_info(node.name, node.meta.get("val")))
             ctx.bind(node, node.name)
         elif node.op == "get_attr":
             ctx.bind(node, ctx.parameter(node))
@@ -140,10 +140,10 @@ def segment_to_onnx(gm: torch.fx.GraphModule, opset: int = OPSET) -> onnx.ModelP
                     raise ConversionError(f"segment value name {name!r} clashes with an ONNX output name")
                 # Always an Identity: outputs may alias inputs, constants or each other.
                 ctx.nodes.append(helper.make_node("Identity", [ctx.name(result)], [name]))
-                outputs.append(_value_info(name, result.meta.get("val")))
+                outputs.append(value_info(name, result.meta.get("val")))
                 output_nodes.append(result)
         else:
-            raise ConversionError(f"unsupported {_describe(node)} in a segment")
+            raise ConversionError(f"unsupported {describe(node)} in a segment")
     nodes, initializers = _live(ctx.nodes, ctx.initializers, [o.name for o in outputs])
     graph = helper.make_graph(nodes, "trtcheck_segment", inputs, outputs, initializers)
     model = helper.make_model(

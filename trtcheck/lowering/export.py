@@ -19,8 +19,8 @@ from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
 from trtcheck.errors import LoweringError
 from trtcheck.lowering.decompositions import core_aten_table
-from trtcheck.lowering.graph import is_aten_graph
-from trtcheck.lowering.symbols import DIM_NAMES, RANGES, _finite
+from trtcheck.lowering.graph import is_aten_graph, writes_to
+from trtcheck.lowering.symbols import DIM_NAMES, RANGES, finite
 
 
 def lower(
@@ -117,13 +117,7 @@ def _export(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: A
             "objects among the inputs; see https://pytorch.org/docs/stable/export.html), check that the "
             "example inputs match forward's signature, or pass a torch.fx.GraphModule of ATen ops instead."
         ) from error
-    try:
-        program = program.run_decompositions(core_aten_table())
-    except Exception as error:
-        raise LoweringError(
-            f"decomposing {type(model).__name__} to core ATen failed: {type(error).__name__}: {error}"
-        ) from error
-    gm = _module_of(program)
+    gm = _module_of(_decompose(program, type(model).__name__))
     if dynamic_shapes is not None:
         gm.meta[DIM_NAMES] = _dim_names(gm, model, args, kwargs, dynamic_shapes)
     return gm
@@ -132,12 +126,16 @@ def _export(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: A
 def _module_of(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     gm = program.module()
     drop_guards(gm)
+    drop_assertions(gm)
+    _fill_in_place_values(gm)
+    gm.graph.eliminate_dead_code()  # a result nothing reads is no work for an engine (in-place writes are kept)
+    gm.recompile()
     ranges = {}
     for symbol, bounds in program.range_constraints.items():
         # A data-dependent value (``.item()``, tensor_split's indices) may be unbounded below: None, like above.
         ranges[str(symbol)] = (
-            int(bounds.lower) if _finite(bounds.lower) else None,
-            int(bounds.upper) if _finite(bounds.upper) else None,
+            int(bounds.lower) if finite(bounds.lower) else None,
+            int(bounds.upper) if finite(bounds.upper) else None,
         )
     gm.meta[RANGES] = ranges
     return gm
@@ -198,17 +196,54 @@ def _first_lines(error: BaseException, count: int) -> str:
 
 def lower_program(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     """The core-ATen ``GraphModule`` of an already exported program (no second trace)."""
+    return _module_of(_decompose(program, "the exported program"))
+
+
+def _decompose(program: torch.export.ExportedProgram, what: str) -> torch.export.ExportedProgram:
+    """``program`` decomposed to core ATen, surviving PyTorch's decomposition bugs where a repair is known.
+
+    A decomposition can turn a ``view`` of a value that was contiguous when traced into a ``view`` of a
+    value that no longer is (torch 2.14: GPT-2's attention, "Cannot view a tensor with shape ... and strides
+    ..."). ``reshape`` means the same wherever ``view`` is legal and copies where it is not, so on failure
+    every ``aten.view`` of the exported graph becomes ``aten.reshape`` (as Torch-TensorRT's view-to-reshape
+    pass does) and decomposition runs again; the user's program is restored afterwards. Only when that fails
+    too is it a ``LoweringError``, naming the node, the op and the torch version.
+    """
     try:
-        program = program.run_decompositions(core_aten_table())
-    except Exception as error:
-        raise LoweringError(f"decomposing the exported program to core ATen failed: {type(error).__name__}: {error}") from error
-    return _module_of(program)
+        return program.run_decompositions(core_aten_table())
+    except Exception as error:  # noqa: BLE001 - any failure: repair and retry once, then report the first
+        first = error
+    views = [node for node in program.graph.nodes if node.target is torch.ops.aten.view.default]
+    if views:
+        try:
+            for node in views:
+                node.target = torch.ops.aten.reshape.default
+            return program.run_decompositions(core_aten_table())
+        except Exception:  # noqa: BLE001 - the repair did not help: the first error is the one to report
+            pass
+        finally:
+            for node in views:
+                node.target = torch.ops.aten.view.default
+    message = str(first).strip()
+    where = next((line.strip() for line in message.splitlines() if line.strip().startswith("While executing")), "")
+    raise LoweringError(
+        f"decomposing {what} to core ATen failed in torch {torch.__version__}: {type(first).__name__}: "
+        f"{message.splitlines()[0] if message else ''}" + (f"\n{where}" if where else "") + "\n"
+        "This is a bug of PyTorch's decompositions (torch.export.export(...).run_decompositions() fails the same "
+        "way), and retrying with every view as a reshape did not avoid it. Fix: pass torch_executed_ops naming "
+        "the op to keep it out of decomposition, or report it to PyTorch with the model"
+    ) from first
 
 
 def _raise_if_inputs_do_not_fit(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-    """When export failed, tell "the example inputs do not fit the model" apart from "not exportable"."""
+    """When export failed, tell "the example inputs do not fit the model" apart from "not exportable".
+
+    Eager runs with autograd on, as a user's forward may need it (``torch.autograd.grad`` inside forward:
+    physics-informed nets, force fields), so only a failure of eager itself blames the inputs; otherwise
+    the caller reports what export refused.
+    """
     try:
-        with torch.no_grad():
+        with torch.enable_grad():
             model(*args, **kwargs)
     except Exception as error:  # noqa: BLE001 - any failure of eager itself means the inputs do not fit
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -221,6 +256,47 @@ def _raise_if_inputs_do_not_fit(model: torch.nn.Module, args: tuple, kwargs: dic
             f"{type(error).__name__}: {first_line}\nGiven: ({shapes}). Fix: pass example inputs that "
             f"{type(model).__name__}.forward accepts (right count, shapes and dtypes)"
         ) from error
+
+
+def _fill_in_place_values(gm: torch.fx.GraphModule) -> None:
+    """Give the in-place writes ``program.module()`` appends for mutated buffers and inputs (``copy_``) the
+    ``meta["val"]`` of the value they write into, as every other node has: a lowered graph is then complete,
+    and lowering it again reuses it as it is instead of tracing fake tensors through the real buffers."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and "val" not in node.meta and writes_to(node, node.args[0] if node.args else None):
+            node.meta["val"] = node.args[0].meta.get("val")
+
+
+ASSERTIONS = frozenset(
+    getattr(getattr(torch.ops.aten, name), overload)
+    for name, overload in (
+        ("_assert_tensor_metadata", "default"),
+        ("_assert_scalar", "default"),
+        ("_assert_async", "default"),
+        ("_assert_async", "msg"),
+        ("sym_constrain_range", "default"),
+        ("sym_constrain_range_for_size", "default"),
+    )
+    if hasattr(torch.ops.aten, name)
+)
+"""Checks torch.export leaves in a graph (``.to()`` emits ``_assert_tensor_metadata``, data-dependent sizes
+``_assert_scalar``): they compute nothing, and what they check of the inputs the compiled module's input
+signature checks on every call."""
+
+
+def drop_assertions(gm: torch.fx.GraphModule) -> None:
+    """Remove every assertion node nothing reads (``ASSERTIONS``), as Torch-TensorRT's lowering passes do.
+
+    Left in, each is an op without a converter, so it runs in PyTorch and splits the engine around it (17 of
+    them in a small Llama); removed, they are never the reason a segment ends.
+    """
+    changed = False
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target in ASSERTIONS and not node.users:
+            gm.graph.erase_node(node)
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 def drop_guards(gm: torch.fx.GraphModule) -> None:

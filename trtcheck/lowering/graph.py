@@ -1,5 +1,5 @@
 """Graph facts every later phase needs from a lowered graph: which ``get_attr`` is mutable state, whether a
-graph is already core ATen, and cheap copies of a ``GraphModule``.
+graph is already core ATen, which node is a ``getitem``, and cheap copies of a ``GraphModule``.
 
 They live with lowering because lowering itself needs them (it gives the lowered module its own copy of
 every buffer the graph writes into), and every phase above reads them from here.
@@ -40,11 +40,22 @@ def is_mutable_state(node: torch.fx.Node) -> bool:
     return node.op == "get_attr" and any(writes_to(user, node) for user in node.users)
 
 
+def is_getitem(node: torch.fx.Node) -> bool:
+    """True for ``operator.getitem``: the node that picks one result of a multi-output op.
+
+    The one definition every phase asks (``trtcheck.partitioning.nodes`` re-exports it). It lives here,
+    in the lowest phase that needs it, so that conversion, which may not import partitioning, reads the
+    same test as partitioning and the tools.
+    """
+    return node.op == "call_function" and node.target is operator.getitem
+
+
 def is_aten_graph(gm: torch.fx.GraphModule) -> bool:
     """True when every compute node of ``gm`` calls an ATen overload (or picks a tuple element)."""
     return all(
         node.op in ("placeholder", "get_attr", "output")
-        or (node.op == "call_function" and (isinstance(node.target, torch._ops.OpOverload) or node.target is operator.getitem))
+        or (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload))
+        or is_getitem(node)
         for node in gm.graph.nodes
     )
 
@@ -54,6 +65,9 @@ def own_mutable_state(gm: torch.fx.GraphModule) -> None:
 
     ``torch.export`` shares the model's parameters and buffers with the lowered module, so running the
     lowered graph would update the user's model too: compiling and calling must leave the model as it was.
+    The copies never require grad: a parameter ``forward`` updates in place (``nn.Embedding(max_norm=...)``
+    renormalizes its weight) would make every call with autograd on fail ("a leaf Variable that requires
+    grad is being used in an in-place operation"), and a compiled module is for inference.
     """
     for node in gm.graph.nodes:
         if is_mutable_state(node):
@@ -64,7 +78,7 @@ def own_mutable_state(gm: torch.fx.GraphModule) -> None:
             if name in owner._buffers:
                 owner._buffers[name] = copy
             elif name in owner._parameters:
-                owner._parameters[name] = torch.nn.Parameter(copy, requires_grad=value.requires_grad)
+                owner._parameters[name] = torch.nn.Parameter(copy, requires_grad=False)
             else:
                 setattr(owner, name, copy)
 

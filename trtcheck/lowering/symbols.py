@@ -59,10 +59,11 @@ def expression_bounds(expr: Any, ranges: Mapping[str, tuple[int | None, int | No
         low, high = ranges.get(str(symbol), (0, None))
         bounds[symbol] = ValueRanges(-int_oo if low is None else low, int_oo if high is None else high)
     bound = bound_sympy(expr, bounds)
-    return (int(bound.lower) if _finite(bound.lower) else None, int(bound.upper) if _finite(bound.upper) else None)
+    return (int(bound.lower) if finite(bound.lower) else None, int(bound.upper) if finite(bound.upper) else None)
 
 
-def _finite(bound: Any) -> bool:
+def finite(bound: Any) -> bool:
+    """Whether a sympy bound of a range is a number, not one of sympy's or torch's infinities."""
     return bool(getattr(bound, "is_finite", True)) and str(bound) not in ("oo", "-oo", "int_oo", "-int_oo")
 
 

@@ -3,17 +3,19 @@
 What a compute node is, what counts toward ``min_block_size``, what a ``getitem`` is, which values are
 Tensors (the only values an engine takes or returns), which nodes are size computations and which are
 control flow. Partitioning, conversion checks, verification and the tools all read these, so that the
-counts they print can never disagree.
+counts they print can never disagree. ``is_getitem`` is defined in ``trtcheck.lowering.graph`` (conversion,
+below partitioning, asks it too) and re-exported here.
 """
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.fx
+
+from trtcheck.lowering.graph import is_getitem  # re-exported: see the module docstring
 
 NOT_SEGMENTED = ("placeholder", "get_attr", "output")
 
@@ -25,7 +27,7 @@ def is_compute(node: torch.fx.Node) -> bool:
 
 def counts_toward_block_size(node: torch.fx.Node) -> bool:
     """``getitem`` only unpacks a result; it does no work an engine could save."""
-    return not (node.op == "call_function" and node.target is operator.getitem)
+    return not is_getitem(node)
 
 
 def is_tensor_value(value: Any) -> bool:
@@ -44,13 +46,9 @@ def op_name(node: torch.fx.Node) -> str:
     if isinstance(target, torch._ops.OpOverload):
         namespace, _, rest = target.name().partition("::")
         return f"{namespace}::{rest}"
-    if target is operator.getitem:
+    if is_getitem(node):
         return "prim::TupleIndex"
     return getattr(target, "__name__", str(target))
-
-
-def is_getitem(node: torch.fx.Node) -> bool:
-    return node.op == "call_function" and node.target is operator.getitem
 
 
 def target_name(target: object) -> str:

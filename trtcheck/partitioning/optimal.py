@@ -38,7 +38,6 @@ so ``optimal`` never makes more segments than ``dependency_aware`` (``partitione
 from __future__ import annotations
 
 import dataclasses
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,7 +48,7 @@ from torch import Tensor
 from trtcheck.lowering.graph import is_mutable_state
 from trtcheck.lowering.symbols import value_bytes
 from trtcheck.partitioning.model import Segment
-from trtcheck.partitioning.nodes import is_tensor_value
+from trtcheck.partitioning.nodes import is_getitem, is_tensor_value
 from trtcheck.partitioning.reasons import Target
 
 _TRT, _TORCH = 0, 1
@@ -81,14 +80,13 @@ def _build(nodes: Sequence[torch.fx.Node], targets: dict[torch.fx.Node, Target])
 def _structure(nodes: Sequence[torch.fx.Node]) -> _Graph:
     """Everything but the targets (``code`` and ``sinks`` left empty): the same across the driver's rounds.
 
-    One pass over the nodes and one over their inputs, with the per-node checks inlined (``is_getitem``):
-    at 100k nodes this runs once per node list the driver sees.
+    One pass over the nodes and one over their inputs, with the per-value checks inlined: at 100k nodes
+    this runs once per node list the driver sees.
     """
-    getitem = operator.getitem
     group_of: dict[torch.fx.Node, int] = {}
     members: list[list[torch.fx.Node]] = []
     for node in nodes:
-        if node.target is getitem and node.op == "call_function":  # is_getitem, inlined
+        if is_getitem(node):
             g = group_of.get(node.args[0])
             if g is not None:  # a tuple never crosses a boundary
                 members[g].append(node)
@@ -487,10 +485,10 @@ class Optimal:
 
 def optimal(nodes: Sequence[torch.fx.Node], targets: dict[torch.fx.Node, Target]) -> list[Segment]:
     """Segments by level (see the module docstring): as few as the targets allow, then fewest bytes."""
-    return _segments(nodes, _build(nodes, targets))
+    return _segments(_build(nodes, targets))
 
 
-def _segments(nodes: Sequence[torch.fx.Node], graph: _Graph) -> list[Segment]:
+def _segments(graph: _Graph) -> list[Segment]:
     if not graph.code:
         return []
     return _segments_at(graph, *_levels(graph))

@@ -6,13 +6,14 @@ stitched graph. ``forward`` and ``trtcheck.profile`` both go through it, so a pr
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
 import torch.fx
-from torch.utils._pytree import tree_unflatten
 
 from trtcheck.engines import Engine
+from trtcheck.errors import TrtcheckError
 from trtcheck.partitioning.model import Partition
 from trtcheck.runtime.signature import InputSignature
 from trtcheck.runtime.stitch import EngineModule
@@ -47,6 +48,32 @@ class CompiledModule(torch.nn.Module):
         self.conversion = conversion  # the partition as made and the ONNX of each segment, before any fallback
         self.torch_threads = auto_torch_threads(graph_module) if torch_threads == TORCH_THREADS_AUTO else torch_threads
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> CompiledModule:
+        """A copy with its own mutable state (buffers ``forward`` writes) that shares, read-only, what no call
+        changes: the engines (thread-safe, immutable once built), the conversion and partitions as compiled,
+        the input signature."""
+        memo[id(self.conversion)] = self.conversion
+        memo[id(self.signature)] = self.signature
+        for module in self.graph_module.modules():
+            partition = getattr(module, "partition", None)
+            if partition is not None:
+                memo[id(partition)] = partition
+            if isinstance(module, EngineModule):
+                memo[id(module.engine)] = module.engine
+        copied = type(self).__new__(type(self))
+        memo[id(self)] = copied
+        copied.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return copied
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TrtcheckError(
+            "a CompiledModule cannot be pickled (torch.save, multiprocessing): its engines are live ONNX Runtime "
+            "sessions or TensorRT engines. Save what it was compiled from instead, e.g. "
+            "torch.export.save(torch.export.export(model, example_inputs), 'model.pt2'), and compile that in the "
+            "other process (trtcheck.compile(torch.export.load('model.pt2').module(), example_inputs)); TensorRT "
+            "engines come from the engine cache there. copy.deepcopy(compiled) works in-process"
+        )
+
     @property
     def partition(self) -> Partition:
         return self.graph_module.partition
@@ -62,9 +89,9 @@ class CompiledModule(torch.nn.Module):
     def call(self, graph_module: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
         """One call as ``forward`` makes it, running ``graph_module`` (the stitched graph, or an instrumented
         copy of it: ``trtcheck.profile``): inputs checked, then PyTorch's thread count set for the call."""
-        leaves = self.signature.check(args, kwargs)
-        if leaves is not None:
-            args, kwargs = tree_unflatten(leaves, self.signature.spec)
+        checked = self.signature.check(args, kwargs)
+        if checked is not None:
+            args, kwargs = checked
         if self.torch_threads is None:
             return graph_module(*args, **kwargs)
         previous = torch.get_num_threads()

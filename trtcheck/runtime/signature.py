@@ -17,11 +17,11 @@ from typing import Any
 import sympy
 import torch
 import torch.fx
-from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_is_leaf
+from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_is_leaf, tree_unflatten
 
 from trtcheck.errors import InputMismatchError
 from trtcheck.lowering.symbols import dim_names, dim_range, named, symbol_ranges
-from trtcheck.runtime.stitch import restride, restride_in_order
+from trtcheck.runtime.stitch import dim_order, restride, restride_in_order
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,54 @@ class _ValueLeaf:
     value: Any
 
 
+@dataclass(frozen=True)
+class _Binding:
+    """How the example call bound to ``forward``'s parameters, so that any call binding the same way runs.
+
+    A user may pass a tensor by keyword (``m(x=x)``), or a default explicitly (``m(x, scale=1.0)`` or
+    ``m(x, 1.0)``): Python binds each to the same parameters, and so does this, rearranging the call into the
+    example's positional and keyword layout. A parameter the example left at its default was specialized to
+    that default by torch.export, so a call may pass it only with that value (the value check says so).
+    """
+
+    signature: inspect.Signature
+    positional: tuple[str, ...]  # the parameters the example passed by position, in order
+    keywords: tuple[str, ...]  # those it passed by keyword
+
+    @classmethod
+    def of(cls, model: Any, args: tuple, kwargs: dict) -> _Binding | None:
+        try:
+            signature = inspect.signature(model.forward)
+            bound = signature.bind(*args, **kwargs)
+        except (TypeError, ValueError, AttributeError):
+            return None
+        kinds = {name: parameter.kind for name, parameter in signature.parameters.items()}
+        if any(kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD) for kind in kinds.values()):
+            return None  # *args/**kwargs bind calls of any shape: only the example's own structure is safe
+        positional = tuple(list(bound.arguments)[: len(args)])
+        return cls(signature, positional, tuple(kwargs))
+
+    def as_example(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """The call's inputs in the example's layout; the call as it was when it does not bind (the structure
+        check then names the mismatch)."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError:
+            return args, kwargs
+        given = dict(bound.arguments)
+        for name, parameter in self.signature.parameters.items():
+            if name in given and name not in self.positional and name not in self.keywords:
+                default = parameter.default
+                if default is inspect.Parameter.empty or not _same_value(given[name], default):
+                    raise InputMismatchError(
+                        f"input {name!r} is {given[name]!r}, but the module was compiled with it left at its default "
+                        f"({default!r}): torch.export made that value a constant of the graph. Compile again with "
+                        f"{name}={given[name]!r} among the example inputs"
+                    )
+        bound.apply_defaults()
+        return tuple(bound.arguments[name] for name in self.positional), {name: bound.arguments[name] for name in self.keywords}
+
+
 class InputSignature:
     """What a compiled module accepts: the example inputs' structure, Tensor specs and non-Tensor values.
 
@@ -64,9 +112,11 @@ class InputSignature:
     """
 
     def __init__(
-        self, args: Sequence[Any], kwargs: Mapping[str, Any], names: Sequence[str], graph_module: torch.fx.GraphModule | None = None
+        self, args: Sequence[Any], kwargs: Mapping[str, Any], names: Sequence[str], graph_module: torch.fx.GraphModule | None = None,
+        binding: _Binding | None = None,
     ) -> None:
         leaves, self.spec = tree_flatten((tuple(args), dict(kwargs)))
+        self.binding = binding
         # The common call, positional leaves only, is checked without flattening (the hot path of every call).
         self._flat = not kwargs and all(tree_is_leaf(arg) for arg in args)
         self.names = tuple(names)
@@ -87,7 +137,7 @@ class InputSignature:
         """The signature of ``model`` called with ``args``/``kwargs``; with ``graph_module`` (the lowered graph, one
         placeholder per flat input), sizes its metadata holds as symbols accept their ranges."""
         kwargs = dict(kwargs or {})
-        return cls(args, kwargs, _leaf_names(model, tuple(args), kwargs), graph_module)
+        return cls(args, kwargs, _leaf_names(model, tuple(args), kwargs), graph_module, _Binding.of(model, tuple(args), kwargs))
 
     def symbol_ranges(self) -> dict[sympy.Symbol, tuple[int, int | None]]:
         """Every symbol that is a whole input size, with its range: what ``verify`` draws sizes from."""
@@ -110,12 +160,19 @@ class InputSignature:
     def describe(self) -> str:
         return ", ".join(f"{name}: {_describe_leaf(leaf)}" for name, leaf in zip(self.names, self.leaves))
 
-    def check(self, args: tuple, kwargs: dict) -> list[Any] | None:
-        """``InputMismatchError`` on a mismatch; the flat inputs when one needed the example's layout, else None."""
+    def check(self, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        """``InputMismatchError`` on a mismatch; else None when the call can run as it is, or the inputs to run
+        with instead: bound as the example was (``m(x=x)`` for an example given as ``(x,)``), or laid out as
+        the graph was traced."""
         if self._flat and not kwargs and len(args) == len(self.leaves):
             leaves, spec = list(args), self.spec
         else:
             leaves, spec = tree_flatten((args, kwargs))
+        rebound = False
+        if spec != self.spec and self.binding is not None:
+            args, kwargs = self.binding.as_example(args, kwargs)
+            leaves, spec = tree_flatten((args, kwargs))
+            rebound = True
         restrided = False
         symbols: dict[sympy.Symbol, tuple[int, int]] = {}  # symbol -> (value, the flat input that set it)
         aliases: dict[str, tuple[int, int]] = {}  # Dim name -> the same
@@ -152,7 +209,9 @@ class InputSignature:
                     f"Compile again with {self.names[index]}={value!r} (one compiled module per value), or pass it "
                     "as a 0-d tensor to make it a real input"
                 )
-        return leaves if restrided else None
+        if restrided:
+            return tree_unflatten(leaves, self.spec)
+        return (tuple(args), dict(kwargs)) if rebound else None
 
     def _check_sizes(self, index: int, value: torch.Tensor, sizes: Sequence[int | _Size], symbols: dict, aliases: dict) -> None:
         """Each size of ``value`` against the compiled one: static sizes exactly, a symbol within its range and
@@ -204,10 +263,16 @@ def _placeholder_metas(gm: torch.fx.GraphModule | None, count: int) -> list[Any]
 
 
 def _tensor_leaf(example: torch.Tensor, meta: Any, ranges: Mapping[str, tuple[int, int | None]], names: Mapping[str, str]) -> _TensorLeaf:
+    """A static input keeps the example's strides, which views in the graph were traced on; a dynamic one its
+    ``dim_order`` (``range(dim)`` when contiguous: the strides of size-1 dims are free). Neither where any layout
+    will do (``dim_order`` is None: expanded, or a single value)."""
+    order = dim_order(example.shape, example.stride())
     if not isinstance(meta, torch.Tensor) or all(isinstance(d, int) for d in meta.shape) or meta.dim() != example.dim():
-        return _TensorLeaf(example.shape, example.dtype, example.device, _layout(example))
+        return _TensorLeaf(example.shape, example.dtype, example.device, None if order is None else tuple(example.stride()))
+    if order is not None and example.is_contiguous():
+        order = tuple(range(example.dim()))
     sizes = tuple(_size(d, ranges, names) for d in meta.shape)
-    return _TensorLeaf(example.shape, example.dtype, example.device, None, sizes, _order(example))
+    return _TensorLeaf(example.shape, example.dtype, example.device, None, sizes, order)
 
 
 def _size(size: int | torch.SymInt, ranges: Mapping[str, tuple[int, int | None]], names: Mapping[str, str]) -> int | _Size:
@@ -217,22 +282,6 @@ def _size(size: int | torch.SymInt, ranges: Mapping[str, tuple[int, int | None]]
     label = named(size.node.expr, names)
     alias = label if isinstance(size.node.expr, sympy.Symbol) and label != str(size.node.expr) else ""
     return _Size(size.node.expr, bounds.min, bounds.max, label, alias)
-
-
-def _order(example: torch.Tensor) -> tuple[int, ...] | None:
-    """The example's dims from largest stride to smallest: its layout, for any sizes (``range(dim)`` when
-    contiguous; None when expanded or a single value, where any layout will do, as ``_layout`` says)."""
-    if example.numel() <= 1 or 0 in example.stride():
-        return None
-    if example.is_contiguous():
-        return tuple(range(example.dim()))
-    return tuple(sorted(range(example.dim()), key=lambda d: (-example.stride(d), d)))
-
-
-def _layout(example: torch.Tensor) -> tuple[int, ...] | None:
-    """The example's strides, which views in the graph were traced on; None for expanded (stride 0) layouts."""
-    stride = tuple(example.stride())
-    return None if 0 in stride or example.numel() <= 1 else stride
 
 
 def _same_value(value: Any, expected: Any) -> bool:

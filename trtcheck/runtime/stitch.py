@@ -13,23 +13,22 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.fx
 
 from trtcheck.engines import Engine
 from trtcheck.errors import EngineRuntimeError, InputMismatchError
+from trtcheck.lowering.graph import is_mutable_state
 from trtcheck.lowering.symbols import size_hint
 from trtcheck.partitioning.model import Partition, Segment
 from trtcheck.partitioning.nodes import branch_names, is_control_flow
 from trtcheck.partitioning.reasons import Target
-
-if TYPE_CHECKING:
-    pass
 
 
 class EngineModule(torch.nn.Module):
@@ -68,16 +67,30 @@ SEGMENT_META = "trtcheck_segment"
 
 
 def stitch(partition: Partition, engines: Mapping[int, Engine]) -> torch.fx.GraphModule:
-    """Build the stitched module; ``engines`` maps the index of every TensorRT segment to its engine."""
+    """Build the stitched module; ``engines`` maps the index of every TensorRT segment to its engine.
+
+    The constants Torch segments read (parameters, constant buffers) are copied when stitching: engines baked
+    the weights of the moment they were built, so Torch segments must read that moment's weights too. A
+    compiled module is a snapshot of the model: changing the model's weights afterwards (``load_state_dict``,
+    an optimizer step) changes neither its engines nor its Torch segments; compile again to follow them.
+    Mutable state (``is_mutable_state``: buffers ``forward`` writes) stays the compiled module's own, updated
+    by every call. The copies carry no autograd: the compiled module is for inference.
+    """
     source = partition.graph_module
     graph = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     attributes: dict[str, object] = {}  # every get_attr and call_module target of the stitched graph
+    snapshots: dict[int, torch.Tensor] = {}  # one copy per tensor, shared weights stay shared
 
     def lookup(node: torch.fx.Node) -> torch.fx.Node:
         if node not in env and node.op == "get_attr":  # constants are copied where first used
             env[node] = graph.node_copy(node)
-            attributes[node.target] = operator.attrgetter(node.target)(source)
+            value = operator.attrgetter(node.target)(source)
+            if isinstance(value, torch.Tensor) and not is_mutable_state(node):
+                if id(value) not in snapshots:
+                    snapshots[id(value)] = value.detach().clone()
+                value = snapshots[id(value)]
+            attributes[node.target] = value
         return env[node]
 
     for node in source.graph.nodes:
@@ -143,21 +156,37 @@ def recorded_stride(value: torch.fx.Node) -> tuple[int, ...] | DimOrder | None:
         return None
     if not all(isinstance(d, int) for d in (*meta.shape, *meta.stride())):
         return _symbolic_layout(meta)
-    if meta.numel() <= 1 or meta.is_contiguous():
-        return None
-    stride = tuple(int(s) for s in meta.stride())
     # An expanded layout (stride 0) cannot be written to; a contiguous tensor is as good for every view.
-    return None if 0 in stride else stride
+    if meta.is_contiguous() or dim_order(meta.shape, meta.stride()) is None:
+        return None
+    return tuple(int(s) for s in meta.stride())
 
 
 def _symbolic_layout(meta: torch.Tensor) -> DimOrder | None:
-    shape, stride = [size_hint(d) for d in meta.shape], [size_hint(s) for s in meta.stride()]
-    if 0 in stride or 0 in shape or max(shape, default=1) <= 1:
-        return None
-    order = tuple(sorted(range(len(shape)), key=lambda d: (-stride[d], d)))
-    if _strides_in_order(shape, order) != tuple(stride):
-        return None  # not dense in any order (a slice of a larger value): any layout the engine gives will do
+    shape, stride = [size_hint(d) for d in meta.shape], tuple(size_hint(s) for s in meta.stride())
+    order = dim_order(shape, stride)
+    if order is None or dense_strides(shape, order) != stride:
+        return None  # any layout will do, or not dense in any order (a slice of a larger value): the engine's will
     return None if order == tuple(range(len(shape))) else DimOrder(order)
+
+
+def dim_order(shape: Sequence[int], stride: Sequence[int]) -> tuple[int, ...] | None:
+    """The dims of a tensor of ``shape`` and ``stride`` from outermost to innermost in memory (largest stride
+    first, ties by dim), or None where any layout will do: an expanded layout (a stride 0: no layout can be
+    written to) or at most one element (every layout is the same)."""
+    if 0 in stride or math.prod(shape) <= 1:
+        return None
+    return tuple(sorted(range(len(shape)), key=lambda d: (-stride[d], d)))
+
+
+def dense_strides(shape: Sequence[int], order: Sequence[int]) -> tuple[int, ...]:
+    """Dense strides for ``shape`` with its dims laid out in ``order`` (outermost first, as ``dim_order`` gives)."""
+    strides = [0] * len(shape)
+    step = 1
+    for dim in reversed(order):
+        strides[dim] = step
+        step *= max(shape[dim], 1)
+    return tuple(strides)
 
 
 def restride(tensor: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
@@ -169,24 +198,14 @@ def restride(tensor: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
 
 def restride_in_order(tensor: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     """``tensor`` laid out densely with ``dims`` outermost first (a ``DimOrder``), for this call's sizes."""
-    return restride(tensor, _strides_in_order(tensor.shape, dims))
+    return restride(tensor, dense_strides(tensor.shape, dims))
 
 
 RESTRIDES = (restride, restride_in_order)
 """The functions a stitched graph calls to give an engine output its recorded layout."""
 
 
-def _strides_in_order(shape: Sequence[int], order: Sequence[int]) -> tuple[int, ...]:
-    """Dense strides for ``shape`` with its dims laid out in ``order`` (outermost first)."""
-    strides = [0] * len(shape)
-    step = 1
-    for dim in reversed(order):
-        strides[dim] = step
-        step *= max(shape[dim], 1)
-    return tuple(strides)
-
-
-def _call_without_autograd(stitched: torch.fx.GraphModule) -> None:
+def call_without_autograd(stitched: torch.fx.GraphModule) -> None:
     """Make every control-flow node of ``stitched`` whose branches run engines call its op with autograd off.
 
     With grad enabled and any operand requiring grad (the parameters a cond passes in always do), a
@@ -209,7 +228,7 @@ def _runs_engines(module: torch.nn.Module) -> bool:
 
 
 class WithoutAutograd:
-    """``op`` called under ``torch.no_grad()``: the target of a stitched control-flow node (see ``_call_without_autograd``)."""
+    """``op`` called under ``torch.no_grad()``: the target of a stitched control-flow node (see ``call_without_autograd``)."""
 
     def __init__(self, op: Any) -> None:
         self.op = op

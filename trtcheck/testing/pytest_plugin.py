@@ -22,6 +22,10 @@ from typing import Any
 
 import pytest
 
+import trtcheck  # the root, errors and presets import no torch: the plugin loads in every pytest session
+from trtcheck.errors import BackendError, SettingsError
+from trtcheck.presets import DEFAULT_PRESETS, resolve_presets
+
 MARKER = "trtcheck"
 FIXTURES = frozenset({
     "trtcheck_settings", "trtcheck_compile", "trtcheck_verify", "trtcheck_model", "trtcheck_preset", "trtcheck_model_entry",
@@ -32,7 +36,7 @@ FIXTURES = frozenset({
 OPTIONS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "backend": ("auto", str, "engine backend: onnxruntime, tensorrt or auto (TensorRT when it and CUDA exist)"),
     "models": ("*", str, "zoo models to verify: names or globs, comma separated (e.g. 'resnet*,seed_lgamma')"),
-    "settings": ("min_block_size_1,min_block_size_5,torch_relu,torch_module", str, "fallback presets, comma separated, or 'all'"),
+    "settings": (",".join(DEFAULT_PRESETS), str, "fallback presets, comma separated, or 'all'"),
     "examples": ("10", int, "random graphs per random-graph test (hypothesis max_examples)"),
     "report": ("trtcheck-report", str, "directory for failure repros and artifacts"),
     "seed": ("0", int, "seed of the random inputs used for equivalence"),
@@ -91,8 +95,6 @@ def _allow_fallbacks(config: pytest.Config) -> bool:
 
 
 def _harness_config(config: pytest.Config) -> HarnessConfig:
-    from trtcheck.errors import BackendError, SettingsError  # deferred: torch only in sessions that use trtcheck
-    from trtcheck.presets import resolve_presets  # deferred: torch only in sessions that use trtcheck
 
     try:
         presets = tuple(resolve_presets(_split(_option(config, "settings"))))
@@ -258,8 +260,6 @@ def trtcheck_settings(trtcheck_preset: Any, request: pytest.FixtureRequest) -> A
 @pytest.fixture
 def trtcheck_compile(trtcheck_settings: Any, trtcheck_config: HarnessConfig) -> Callable[..., Any]:
     """``trtcheck.compile`` with the current preset's settings and the session's backend."""
-    import trtcheck  # deferred: torch only in sessions that use trtcheck
-
     return functools.partial(trtcheck.compile, settings=trtcheck_settings, backend=trtcheck_config.backend)
 
 
@@ -267,8 +267,6 @@ def trtcheck_compile(trtcheck_settings: Any, trtcheck_config: HarnessConfig) -> 
 def trtcheck_verify(trtcheck_settings: Any, trtcheck_config: HarnessConfig, request: pytest.FixtureRequest) -> Callable[..., Any]:
     """``trtcheck.verify`` with the current preset, backend, seed and ``--trtcheck-allow-fallbacks``; a failure
     writes a repro to the report dir."""
-    import trtcheck  # deferred: torch only in sessions that use trtcheck
-
     def run(model: Any, example_inputs: Any, **overrides: Any) -> Any:
         options = dict(
             settings=trtcheck_settings,

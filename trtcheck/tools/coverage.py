@@ -37,6 +37,7 @@ from trtcheck.conversion import registry
 from trtcheck.conversion.interpreter import segment_to_onnx
 from trtcheck.conversion.ops.trt_onnx_ops import SOURCE, TENSORRT_ONNX_OPS, TENSORRT_VERSION
 from trtcheck.lowering.export import lower
+from trtcheck.lowering.graph import is_getitem
 
 DEFAULT_DTYPES = (torch.float32, torch.int64, torch.bool, torch.float16)
 
@@ -90,7 +91,7 @@ def node_alone(node: torch.fx.Node) -> torch.fx.GraphModule:
     value = node.meta.get("val")
     if isinstance(value, (tuple, list)):
         # only the results the graph reads: a validator may refuse a node whose other results are used
-        used = {u.args[1] for u in node.users if u.op == "call_function" and u.target is operator.getitem}
+        used = {u.args[1] for u in node.users if is_getitem(u)}
         outputs = []
         for index, item in enumerate(value):
             if isinstance(item, torch.Tensor) and (not used or index in used):

@@ -267,7 +267,7 @@ def run_one(entry: Any, backend: str, mode: str, args: argparse.Namespace, devic
     import trtcheck  # deferred: the environment is reported even where this fails
     from trtcheck.benchmarking import extra_info  # deferred: the environment is reported even where this fails
     from trtcheck.engines import OnnxRuntimeEngine  # deferred: the environment is reported even where this fails
-    from trtcheck.verification.equivalence import compare  # deferred: the environment is reported even where this fails
+    from trtcheck.verification.equivalence import compare_outputs  # deferred: the environment is reported even where this fails
 
     dtype_name, precision = MODES[mode]
     dtype = getattr(torch, dtype_name)
@@ -305,7 +305,7 @@ def run_one(entry: Any, backend: str, mode: str, args: argparse.Namespace, devic
         comparisons = []
         for x in (inputs, second):  # eager then stitched on each set: a stateful model advances alike on both
             expected = model(*x)
-            comparisons.append(compare(expected, stitched(*x), **_tolerances(entry, mode, expected)))
+            comparisons.append(compare_outputs(expected, stitched(*x), **_tolerances(entry, mode, expected)))
         failed = [c for c in comparisons if not c.passed]
         equivalence = {
             "passed": not failed,

@@ -1,7 +1,7 @@
 """Verification: invariants of a partition, equivalence against eager, and repros of failures."""
 
 from trtcheck.errors import VerificationError
-from trtcheck.verification.equivalence import Comparison, OutputComparison, compare, default_tolerances
+from trtcheck.verification.equivalence import Comparison, OutputComparison, compare_outputs, default_tolerances
 from trtcheck.verification.invariants import Violation, check_invariants
 from trtcheck.verification.verify import VerificationReport, verify
 
@@ -12,7 +12,7 @@ __all__ = [
     "VerificationReport",
     "Violation",
     "check_invariants",
-    "compare",
+    "compare_outputs",
     "default_tolerances",
     "verify",
 ]

@@ -8,17 +8,19 @@ must also never fix a dynamic size to the example's (``specialization_violations
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.fx
+from torch.utils._pytree import tree_map
 
-from trtcheck.build.convert import BranchConversion, convert
+from trtcheck.build.convert import Converted, convert
 from trtcheck.errors import NondeterministicModelError
 from trtcheck.lowering.symbols import specialized_symbols
 from trtcheck.partitioning.model import Partition
-from trtcheck.verification.equivalence import compare
-from trtcheck.verification.inputs import _run_eager
+from trtcheck.verification.equivalence import compare_outputs
+from trtcheck.verification.inputs import cloned, run_eager
 from trtcheck.verification.invariants import Violation
 from trtcheck.verification.state import restore_state
 
@@ -39,48 +41,42 @@ def determinism_violations(
     stitched, model, example_inputs, settings, support, example_kwargs, lowered=None, dynamic_shapes=None
 ) -> list[Violation]:
     """Partition and convert the model again from scratch (from ``lowered`` when given): the same segments,
-    byte-identical ONNX."""
-    first = stitched.conversion
+    byte-identical ONNX, in the model and in every branch."""
     again = convert(
         model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=False, lowered=lowered,
         dynamic_shapes=dynamic_shapes,
     )
+    return conversion_differences(stitched.conversion, again)
+
+
+def conversion_differences(first: Converted, again: Converted) -> list[Violation]:
+    """What differs between two conversions of one partition (a model's, or one branch's) from scratch: its
+    segments, or the ONNX bytes of a segment; then the same for each branch, recursively, each violation
+    naming its branch."""
     if first.layout != again.layout:
         return [Violation("determinism", "partitioning the same model again from scratch gave different segments")]
     return [
-        Violation("determinism", f"segment @{index}: converting it again from scratch gave different ONNX bytes")
+        Violation("determinism", "converting it again from scratch gave different ONNX bytes", index)
         for index in sorted(first.onnx_models.keys() | again.onnx_models.keys())
         if first.onnx_models.get(index) != again.onnx_models.get(index)
     ] + branch_determinism_violations(first.branches, again.branches)
 
 
-def branch_determinism_violations(first: Mapping[str, BranchConversion], again: Mapping[str, BranchConversion]) -> list[Violation]:
+def branch_determinism_violations(first: Mapping[str, Converted], again: Mapping[str, Converted]) -> list[Violation]:
     """What differs between two conversions' branches (the same model converted twice from scratch): the
-    branches themselves, their segments, or their ONNX bytes; each violation names its branch."""
+    branches themselves, or ``conversion_differences`` of each, named by its branch."""
     if first.keys() != again.keys():
         return [Violation("determinism", f"converting again from scratch gave branches {sorted(again)}, not {sorted(first)}")]
-    found = []
-    for name, branch in first.items():
-        other = again[name]
-        if branch.layout != other.layout:
-            found.append(Violation("determinism", "partitioning the same branch again from scratch gave different segments", branch=name))
-            continue
-        found += [
-            Violation("determinism", "converting it again from scratch gave different ONNX bytes", index, branch=name)
-            for index in sorted(branch.onnx_models.keys() | other.onnx_models.keys())
-            if branch.onnx_models.get(index) != other.onnx_models.get(index)
-        ]
-        found += [violation.inside(name) for violation in branch_determinism_violations(branch.branches, other.branches)]
-    return found
+    return [violation.inside(name) for name, branch in first.items() for violation in conversion_differences(branch, again[name])]
 
 
-def _check_eager_is_deterministic(model, example_inputs, kwargs, state, partition: Partition) -> None:
+def check_eager_is_deterministic(model, example_inputs, kwargs, state, partition: Partition) -> None:
     """Run eager twice from the same state on the same inputs; raise when it disagrees with itself."""
-    first = _run_eager(model, tuple(example_inputs), kwargs, 0, generated=False)
+    first = run_eager(model, tuple(example_inputs), kwargs, 0, generated=False)
     restore_state(model, state)
-    second = _run_eager(model, tuple(example_inputs), kwargs, 0, generated=False)
+    second = run_eager(model, tuple(example_inputs), kwargs, 0, generated=False)
     restore_state(model, state)
-    comparison = compare(first, second, rtol=0.0, atol=0.0)
+    comparison = compare_outputs(first, second, rtol=0.0, atol=0.0)
     if comparison.passed:
         return
     random_ops = sorted({str(node.target) for node in partition.graph_module.graph.nodes if _is_random(node)})
@@ -88,8 +84,66 @@ def _check_eager_is_deterministic(model, example_inputs, kwargs, state, partitio
     raise NondeterministicModelError(
         f"{type(model).__name__} is nondeterministic: two identical eager calls from the same state gave different "
         f"outputs{ops}. No comparison with eager can then test the conversion. Fix: call model.eval() (dropout), "
-        f"or remove the random ops (or seed them inside forward) before verifying.\n{comparison}"
+        f"or draw the random values outside the model and pass them in as inputs, before verifying.\n{comparison}"
     )
+
+
+def check_compiled_is_deterministic(stitched: Any, model: torch.nn.Module, example_inputs: Sequence[Any], kwargs: dict) -> None:
+    """A model whose random ops eager seeds inside ``forward`` (``torch.manual_seed`` before ``randn``) is
+    deterministic in eager, but torch.export drops the seeding: the compiled module draws new numbers on every
+    call. Two calls that disagree raise ``NondeterministicModelError`` naming the random ops, instead of an
+    unexplained "outputs differ"."""
+    random_ops = sorted({str(node.target) for node in stitched.conversion.graph_module.graph.nodes if _is_random(node)})
+    if not random_ops:
+        return
+    with torch.no_grad():
+        first = stitched(*cloned(tuple(example_inputs)), **cloned(kwargs))
+        second = stitched(*cloned(tuple(example_inputs)), **cloned(kwargs))
+    comparison = compare_outputs(first, second, rtol=0.0, atol=0.0)
+    if comparison.passed:
+        return
+    raise NondeterministicModelError(
+        f"the compiled {type(model).__name__} is nondeterministic: two identical calls gave different outputs, while "
+        f"eager agrees with itself. Its random ops ({', '.join(random_ops)}) are seeded inside forward, and torch.export "
+        "does not keep torch.manual_seed or a generator's state in the graph, so every compiled call draws new "
+        "numbers. Fix: draw the random values outside the model and pass them in as inputs (or remove the random "
+        "ops: model.eval() for dropout)"
+    )
+
+
+def grad_mode_violations(
+    model: torch.nn.Module, example_inputs: Sequence[Any], kwargs: dict, state: Mapping[str, torch.Tensor],
+    rtol: float | None = None, atol: float | None = None,
+) -> list[Violation]:
+    """Eager under ``torch.no_grad()`` against eager with autograd on, on the examples from the same state,
+    within the check's tolerances (``rtol``/``atol``).
+
+    Some modules take another code path in inference (``nn.TransformerEncoder``'s fast path under no_grad
+    turns padded positions to zeros); torch.export traces the other one, so the compiled module computes what
+    eager computes with autograd on. A difference is a violation naming it and the fix, not an unexplained
+    "outputs differ"; the comparisons then use eager with autograd on, which is what was compiled.
+    """
+    inference = run_eager(model, tuple(example_inputs), kwargs, 0, generated=False, grad=False)
+    restore_state(model, state)
+    training = run_eager(model, tuple(example_inputs), kwargs, 0, generated=False, grad=True)
+    restore_state(model, state)
+    comparison = compare_outputs(inference, detached(training), rtol=rtol, atol=atol)  # other kernels: rounding differs
+    if comparison.passed:
+        return []
+    worst = max((output.max_abs for output in comparison.outputs), default=float("nan"))
+    return [Violation(
+        "grad_mode",
+        f"eager {type(model).__name__} computes other outputs under torch.no_grad() than with autograd on (max abs "
+        f"difference {worst:.3g}): it takes another code path in inference, which torch.export does not trace. The "
+        "compiled module computes what eager does with autograd on (the comparisons below use that); under no_grad "
+        "it differs from eager by as much. Fix: turn the inference path off (nn.MultiheadAttention and "
+        "nn.TransformerEncoder: torch.backends.mha.set_fastpath_enabled(False)), or call eager with autograd on",
+    )]
+
+
+def detached(value: Any) -> Any:
+    """``value`` with every Tensor detached from autograd (eager run with grad on returns tensors that require it)."""
+    return tree_map(lambda x: x.detach() if isinstance(x, torch.Tensor) else x, value)
 
 
 def _is_random(node: torch.fx.Node) -> bool:

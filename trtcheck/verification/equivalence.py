@@ -1,7 +1,7 @@
 """Equivalence: how far a stitched module's outputs are from eager PyTorch's, in a report a human can act on.
 
 A bare "not close" says nothing about *how* wrong an output is. In the spirit of Polygraphy's comparison
-report, ``compare`` gives, per output, the error statistics (max/mean absolute and relative error, cosine
+report, ``compare_outputs`` gives, per output, the error statistics (max/mean absolute and relative error, cosine
 similarity), the tolerance that *would* have passed (so a reviewer can tell a rounding difference from a
 wrong result), the worst elements, and NaN/Inf disagreements.
 
@@ -64,7 +64,7 @@ class OutputComparison:
 
     ``min_atol_to_pass`` / ``min_rtol_to_pass``: the smallest atol (at this rtol) and rtol (at this atol)
     with which ``torch.isclose`` accepts every element, to within the rounding of the tensor's dtype (the
-    value is nudged up until ``isclose`` itself agrees, so ``compare(..., atol=min_atol_to_pass)`` passes).
+    value is nudged up until ``isclose`` itself agrees, so ``compare_outputs(..., atol=min_atol_to_pass)`` passes).
     ``inf`` when no such tolerance exists (a NaN/Inf mismatch; for rtol, also an error above atol where
     ``expected == 0``).
 
@@ -123,7 +123,7 @@ class Comparison:
         return "\n".join(lines)
 
 
-def compare(
+def compare_outputs(
     expected: Any,
     actual: Any,
     rtol: float | None = None,

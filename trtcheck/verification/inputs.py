@@ -8,7 +8,7 @@ constrained, and the user passes valid sets.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -18,22 +18,43 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from trtcheck.errors import InputDomainError
 
 
+def draw_like(example: Any, shape: Sequence[int], generator: torch.Generator | None = None) -> Any:
+    """One generated input leaf like ``example``, at ``shape``: the one policy of every generated input set.
+
+    Floating-point (and complex) tensors are drawn from a standard normal distribution; bool tensors are fair
+    coins; integer tensors are drawn uniformly within the example's observed ``[min, max]`` (an index stays a
+    valid index; zeros where the example has no element to observe); anything else is kept as it is."""
+    if not isinstance(example, torch.Tensor):
+        return example
+    if example.is_floating_point() or example.is_complex():
+        return torch.randn(shape, generator=generator, dtype=example.dtype).to(example.device)
+    if example.dtype == torch.bool:
+        return (torch.rand(shape, generator=generator) < 0.5).to(example.device)
+    if not example.numel():
+        return torch.zeros(shape, dtype=example.dtype, device=example.device)
+    low, high = int(example.min()), int(example.max())
+    return torch.randint(low, high + 1, shape, generator=generator, dtype=example.dtype).to(example.device)
+
+
 def random_like(value: Any, generator: torch.Generator | None = None) -> Any:
-    """A fresh input like ``value``: random floats of its shape; other values (ints, indices) kept as they are,
-    since their valid range is the model's business."""
-    if isinstance(value, torch.Tensor) and value.is_floating_point():
-        return torch.randn(value.shape, generator=generator, dtype=value.dtype).to(value.device)
-    if isinstance(value, (list, tuple)):
-        return type(value)(random_like(v, generator) for v in value)
-    if isinstance(value, dict):
-        return {k: random_like(v, generator) for k, v in value.items()}
-    return value
+    """A fresh input like ``value`` (a pytree of inputs): every leaf drawn by ``draw_like`` at its own shape."""
+    return _drawn(value, generator, lambda index, leaf: leaf.shape)
+
+
+def _drawn(value: Any, generator: torch.Generator | None, shape_of: Callable[[int, torch.Tensor], Sequence[int]]) -> Any:
+    """``value`` with every leaf drawn by ``draw_like``, in flat order, at ``shape_of(flat index, leaf)``."""
+    leaves, spec = tree_flatten(value)
+    drawn = [
+        draw_like(leaf, shape_of(index, leaf), generator) if isinstance(leaf, torch.Tensor) else leaf
+        for index, leaf in enumerate(leaves)
+    ]
+    return tree_unflatten(drawn, spec)
 
 
 InputSet = Sequence[Any]
 
 
-def _input_sets(example: Sequence[Any], given: Sequence[InputSet] | None, count: int, seed: int) -> list[tuple]:
+def draw_input_sets(example: Sequence[Any], given: Sequence[InputSet] | None, count: int, seed: int) -> list[tuple]:
     """The example, the example again (a second call), then the given sets or ``count - 1`` random ones."""
     if given is not None:
         if isinstance(given, (str, bytes)) or not all(isinstance(s, (tuple, list)) for s in given):
@@ -48,9 +69,9 @@ def _input_sets(example: Sequence[Any], given: Sequence[InputSet] | None, count:
     return [tuple(example), tuple(example), *extra]
 
 
-def _sized_input_sets(signature: Any, example: Sequence[Any], count: int, seed: int) -> list[tuple[str, tuple]]:
+def sized_input_sets(signature: Any, example: Sequence[Any], count: int, seed: int) -> list[tuple[str, tuple]]:
     """Input sets with every dynamic size at its minimum, at its maximum, then ``count - 1`` at random sizes in
-    range, each labelled with its sizes; values drawn like ``random_like`` (integers within the example's)."""
+    range, each labelled with its sizes; values drawn by ``draw_like``."""
     ranges = signature.symbol_ranges()
     generator = torch.Generator().manual_seed(seed)
     # Symbols of one Dim (export gives inputs sharing a Dim a symbol each for some small ranges) take one size.
@@ -69,7 +90,7 @@ def _sized_input_sets(signature: Any, example: Sequence[Any], count: int, seed: 
     for kind, by_name in choices:
         label = f"{kind}: " + ", ".join(f"{name}={v}" for name, v in sorted(by_name.items()))
         values = {symbol: by_name[name] for name, symbols in groups.items() for symbol in symbols}
-        sets.append((label, _input_set_of_sizes(signature, example, values, generator)))
+        sets.append((label, input_set_of_sizes(signature, example, values, generator)))
     return sets
 
 
@@ -82,40 +103,25 @@ def _example_size(signature: Any, example: Sequence[Any], symbol: Any) -> int:
     return 1
 
 
-def _input_set_of_sizes(signature: Any, example: Sequence[Any], values: Mapping[Any, int], generator: torch.Generator) -> tuple:
-    """The positional inputs with the sizes ``values`` gives each symbol: floats normal, integers drawn between the
-    example's smallest and largest value, booleans fair coins; non-Tensor inputs kept."""
-    leaves, spec = tree_flatten(tuple(example))
-    made = []
-    for index, leaf in enumerate(leaves):
-        if not isinstance(leaf, torch.Tensor):
-            made.append(leaf)
-            continue
-        shape = signature.shape_for(index, values)
-        if leaf.is_floating_point():
-            made.append(torch.randn(shape, generator=generator, dtype=leaf.dtype).to(leaf.device))
-        elif leaf.dtype == torch.bool:
-            made.append((torch.rand(shape, generator=generator) < 0.5).to(leaf.device))
-        elif leaf.numel():
-            low, high = int(leaf.min()), int(leaf.max())
-            made.append(torch.randint(low, high + 1, shape, generator=generator, dtype=leaf.dtype).to(leaf.device))
-        else:
-            made.append(torch.zeros(shape, dtype=leaf.dtype, device=leaf.device))
-    return tuple(tree_unflatten(made, spec))
+def input_set_of_sizes(signature: Any, example: Sequence[Any], values: Mapping[Any, int], generator: torch.Generator) -> tuple:
+    """The positional inputs drawn by ``draw_like`` with the sizes ``values`` gives each symbol."""
+    return tuple(_drawn(tuple(example), generator, lambda index, leaf: signature.shape_for(index, values)))
 
 
-def _cloned(value: Any) -> Any:
+def cloned(value: Any) -> Any:
     """Copies of every Tensor in ``value``: a model that writes into its inputs must not change the next run's."""
     return tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, value)
 
 
-def _run_eager(model: torch.nn.Module, input_set: tuple, kwargs: dict, index: int, generated: bool) -> Any:
+def run_eager(model: torch.nn.Module, input_set: tuple, kwargs: dict, index: int, generated: bool, grad: bool = False) -> Any:
+    """Eager's outputs on one input set, under ``torch.no_grad()`` (inference) or with autograd on (``grad``)."""
     try:
-        with torch.no_grad():
-            return model(*_cloned(input_set), **_cloned(kwargs))
+        with torch.set_grad_enabled(grad):
+            return model(*cloned(input_set), **cloned(kwargs))
     except Exception as error:  # noqa: BLE001 - eager itself failing is the input set's fault, said plainly
         origin = (
-            "which trtcheck generated by redrawing the floating-point example inputs from a normal distribution"
+            "which trtcheck generated like the example inputs (floats normal, booleans fair coins, integers within "
+            "the example's smallest and largest value)"
             if generated
             else "which was given"
         )

@@ -50,7 +50,6 @@ from trtcheck.names import resolve_modules
 from trtcheck.settings import Settings
 
 FORMAT = 1
-_KEPT_META = ("nn_module_stack", "stack_trace")
 
 
 def _standalone(settings: Settings, graph_module: torch.fx.GraphModule) -> Settings:
@@ -128,11 +127,6 @@ def settings_to_json(settings: Settings) -> dict[str, Any]:
         return str(value)  # torch.ops.aten.add.Tensor -> "aten.add.Tensor"
 
     return plain(dataclasses.asdict(settings))
-
-
-def load_graph_module(path: str | os.PathLike) -> torch.fx.GraphModule:
-    """Load a ``model.pt`` written by ``write_repro`` (``torch.load`` with ``weights_only=False`` does it too)."""
-    return torch.load(path, weights_only=False)
 
 
 def _first_line(text: str) -> str:

@@ -6,11 +6,14 @@ each comparison from the same state, and compiling must leave the model as it fo
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 import torch.fx
 
+from trtcheck.lowering.graph import is_mutable_state
 from trtcheck.verification.invariants import Violation
 
 
@@ -48,3 +51,20 @@ def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     return torch.equal(a, b) or (a.is_floating_point() and bool(((a == b) | (a.isnan() & b.isnan())).all()))
+
+
+def compiled_state(compiled: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Copies of a compiled module's mutable state (the buffers its ``forward`` writes), with the tensors
+    themselves: an extra call of it in a check must leave the state the next comparison starts from."""
+    graph_module = compiled.conversion.graph_module
+    with torch.no_grad():
+        return [
+            (tensor, tensor.detach().clone())
+            for tensor in (operator.attrgetter(node.target)(graph_module) for node in graph_module.graph.nodes if is_mutable_state(node))
+        ]
+
+
+def restore_compiled_state(compiled: Any, state: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    with torch.no_grad():
+        for tensor, saved in state:
+            tensor.copy_(saved)

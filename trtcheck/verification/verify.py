@@ -29,12 +29,19 @@ from trtcheck.partitioning.model import Partition, merge_adjacent
 from trtcheck.partitioning.segmentation import dependency_aware, naive
 from trtcheck.runtime.stitch import RESTRIDES, EngineModule, recorded_stride, stitched_branches
 from trtcheck.settings import Settings
-from trtcheck.verification.determinism import _check_eager_is_deterministic, determinism_violations, specialization_violations
-from trtcheck.verification.equivalence import Comparison, compare
-from trtcheck.verification.inputs import InputSet, _cloned, _input_sets, _run_eager, _sized_input_sets
+from trtcheck.verification.determinism import (
+    check_compiled_is_deterministic,
+    check_eager_is_deterministic,
+    detached,
+    determinism_violations,
+    grad_mode_violations,
+    specialization_violations,
+)
+from trtcheck.verification.equivalence import Comparison, compare_outputs
+from trtcheck.verification.inputs import InputSet, cloned, draw_input_sets, run_eager, sized_input_sets
 from trtcheck.verification.invariants import Violation, check_invariants
 from trtcheck.verification.repro import write_repro
-from trtcheck.verification.state import restore_state, snapshot_state, state_violations
+from trtcheck.verification.state import compiled_state, restore_compiled_state, restore_state, snapshot_state, state_violations
 
 
 @dataclass
@@ -108,9 +115,10 @@ def verify(
 
     Input sets: ``example_inputs``, the same again (a second call of the compiled module must still be
     right: state, caches), then ``inputs`` when given, else ``num_inputs - 1`` random sets drawn like the
-    examples (floating-point tensors redrawn from a normal distribution seeded by ``seed``; integer and
-    other inputs kept). A model whose inputs are constrained (positive-definite, in a range) passes its
-    own ``inputs``: eager failing on a generated set is an ``InputDomainError`` saying so.
+    examples, seeded by ``seed`` (``inputs.draw_like``: floating-point tensors from a normal distribution,
+    bool tensors fair coins, integer tensors within the example's smallest and largest value; non-Tensor
+    inputs kept). A model whose inputs are constrained (positive-definite, in a range) passes its own
+    ``inputs``: eager failing on a generated set is an ``InputDomainError`` saying so.
 
     ``dynamic_shapes`` (torch.export's argument, ``torch.export.Dim`` per dynamic size): the compiled module must
     then serve every size in range, so without ``inputs`` the sets also include every dynamic size at its
@@ -155,18 +163,28 @@ def verify(
         if not allow_fallbacks:
             report.violations += [Violation("fallback", f"{line} (pass allow_fallbacks=True to accept it)") for line in partition.fallbacks]
 
-        _check_eager_is_deterministic(model, example_inputs, example_kwargs, before, partition)
-        input_sets = _input_sets(example_inputs, inputs, num_inputs, seed)
+        check_eager_is_deterministic(model, example_inputs, example_kwargs, before, partition)
+        check_compiled_is_deterministic(stitched, model, example_inputs, example_kwargs)
+        mode_violations = grad_mode_violations(model, example_inputs, example_kwargs, before, rtol, atol)
+        report.violations += mode_violations
+        grad = bool(mode_violations)  # eager differs between modes: compare with what was traced
+        input_sets = draw_input_sets(example_inputs, inputs, num_inputs, seed)
         report.input_sets = ["example", "example again"] + ["given" if inputs is not None else "random values"] * (len(input_sets) - 2)
         if inputs is None and stitched.signature.dynamic:
-            sized = _sized_input_sets(stitched.signature, example_inputs, num_inputs, seed)
+            sized = sized_input_sets(stitched.signature, example_inputs, num_inputs, seed)
             input_sets = input_sets[:2] + [s for _, s in sized]
             report.input_sets = report.input_sets[:2] + [label for label, _ in sized]
+        grad_violations, with_grad = autograd_call_violations(stitched, input_sets[0], example_kwargs)
+        report.violations += grad_violations
         for index, input_set in enumerate(input_sets):
-            expected = _run_eager(model, input_set, example_kwargs, index, generated=inputs is None and index >= 2)
+            expected = run_eager(model, input_set, example_kwargs, index, generated=inputs is None and index >= 2, grad=grad)
             with torch.no_grad():
-                actual = stitched(*_cloned(input_set), **_cloned(example_kwargs))
-            report.comparisons.append(compare(expected, actual, rtol=rtol, atol=atol))
+                actual = stitched(*cloned(input_set), **cloned(example_kwargs))
+            report.comparisons.append(compare_outputs(detached(expected), actual, rtol=rtol, atol=atol))
+            if index == 0 and with_grad is not None and not compare_outputs(actual, detached(with_grad), rtol=rtol, atol=atol).passed:
+                report.violations.append(
+                    Violation("grad_mode", "the compiled module gives other outputs with autograd on than under no_grad")
+                )
         report.violations += scalar_input_violations(model, stitched, example_inputs, example_kwargs, rtol, atol)
     finally:
         restore_state(model, before)
@@ -177,6 +195,21 @@ def verify(
             report.repro = write_repro(report_dir, partition.graph_module, tuple(example_inputs), settings, backend, failure, name=name)
         raise VerificationError(report)
     return report
+
+
+def autograd_call_violations(stitched: Any, input_set: tuple, kwargs: dict) -> tuple[list[Violation], Any]:
+    """The compiled module called as users call it outside ``torch.no_grad()``, on ``input_set`` from its current
+    state (restored afterwards): with autograd on it must run (engines carry no gradient, and an in-place update
+    of a weight that requires grad, as ``nn.Embedding(max_norm=...)`` makes, would raise). Returns the
+    violations and the outputs (None when it failed), which must equal those under no_grad."""
+    state = compiled_state(stitched)
+    try:
+        with torch.enable_grad():
+            return [], stitched(*cloned(input_set), **cloned(kwargs))
+    except Exception as error:  # noqa: BLE001 - any failure with autograd on is what this check reports
+        return [Violation("grad_mode", f"calling the compiled module with autograd on failed: {type(error).__name__}: {error}")], None
+    finally:
+        restore_compiled_state(stitched, state)
 
 
 def scalar_input_violations(model, stitched, example_inputs, example_kwargs, rtol, atol) -> list[Violation]:
@@ -193,17 +226,17 @@ def scalar_input_violations(model, stitched, example_inputs, example_kwargs, rto
         state = snapshot_state(model)
         try:
             with torch.no_grad():
-                expected = model(*_cloned(args), **_cloned(kwargs))
+                expected = model(*cloned(args), **cloned(kwargs))
         except Exception:  # noqa: BLE001 - eager rejects the varied value: nothing to compare
             continue
         finally:
             restore_state(model, state)
         try:
             with torch.no_grad():
-                actual = stitched(*_cloned(args), **_cloned(kwargs))
+                actual = stitched(*cloned(args), **cloned(kwargs))
         except InputMismatchError:
             continue  # refusing a value it was not compiled for is sound
-        comparison = compare(expected, actual, rtol=rtol, atol=atol)
+        comparison = compare_outputs(expected, actual, rtol=rtol, atol=atol)
         if not comparison.passed:
             message = f"{names[index]}={varied[index]!r} (compiled with {value!r}): outputs differ from eager\n{comparison}"
             found.append(Violation("scalar_input", message))

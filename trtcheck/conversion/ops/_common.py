@@ -17,7 +17,6 @@ are 0-d int64 ONNX values. The default is False: a converter nobody audited for 
 from __future__ import annotations
 
 import functools
-import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +30,8 @@ from trtcheck import dtypes as _dtypes
 from trtcheck.conversion.arguments import BoundArgs, bind
 from trtcheck.conversion.context import OPSET, is_symint, onnx_dtype
 from trtcheck.conversion.registry import OpTarget, Refusal, register
-from trtcheck.lowering.symbols import expression_bounds, symbol_ranges
+from trtcheck.lowering.graph import is_getitem
+from trtcheck.lowering.symbols import Ranges, expression_bounds, symbol_ranges
 
 if TYPE_CHECKING:  # pragma: no cover - only for annotations
     from trtcheck.conversion.context import ConversionContext
@@ -108,10 +108,6 @@ def _tensor_refusal(what: str, value: Any, allow_empty: bool = False, dynamic: b
     return None
 
 
-#: ``{symbol name: (min, max)}``, max None when unbounded: ``trtcheck.lowering.symbols.symbol_ranges``.
-Ranges = Mapping[str, tuple["int | None", "int | None"]]
-
-
 def _may_be_empty(value: torch.Tensor, ranges: Ranges) -> bool:
     """True unless every size is >= 1 over its symbols' ranges.
 
@@ -139,11 +135,6 @@ def _value_refusal(what: str, value: Any, allow_empty: bool, dynamic: bool, rang
     if isinstance(value, (torch.SymFloat, torch.SymBool)):
         return f"{what} is a {type(value).__name__} ({value}); only SymInt sizes convert (to int64 values)"
     return _tensor_refusal(what, value, allow_empty, dynamic, ranges)
-
-
-def input_metas(node: torch.fx.Node) -> list[torch.Tensor]:
-    """The FakeTensor metas of every tensor input of ``node``."""
-    return [n.meta.get("val") for n in iter_nodes((node.args, tuple(node.kwargs.values())))]
 
 
 def output_metas(node: torch.fx.Node) -> list[Any]:
@@ -314,12 +305,6 @@ def out_dtype(node: torch.fx.Node) -> torch.dtype:
     return out_meta(node).dtype
 
 
-def rank_of(value: Any) -> int:
-    """Rank of an fx node's tensor (0 for Python scalars and SymInt nodes)."""
-    meta = value.meta["val"] if isinstance(value, torch.fx.Node) else None
-    return meta.dim() if isinstance(meta, torch.Tensor) else 0
-
-
 def dtype_of(value: Any) -> torch.dtype:
     """dtype of an fx node's tensor (int64 for a SymInt node, its ONNX form), or the default dtype PyTorch
     gives a Python scalar."""
@@ -389,8 +374,8 @@ def only_first_output_used(args: BoundArgs) -> bool | Refusal:
     Export leaves dead ``getitem(node, 1)`` nodes (no users) behind; those do not count.
     """
     for user in args.node.users:
-        if user.target is not operator.getitem or (user.args[1] != 0 and user.users):
-            which = f"output {user.args[1]}" if user.target is operator.getitem else "the tuple"
+        if not is_getitem(user) or (user.args[1] != 0 and user.users):
+            which = f"output {user.args[1]}" if is_getitem(user) else "the tuple"
             return Refusal(f"{which} of {args.node.target} is used (by %{user.name}); the ONNX op gives only output 0")
     return True
 
