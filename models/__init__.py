@@ -6,7 +6,8 @@
     for name in models.names("mobilenet*"): ...
     models.names(tags=["fallback"])  # the hand-written fallback models
 
-Importing the package registers the torchvision models and the hand-written fallback models;
+Importing the package registers the torchvision models, the hand-written models and, where ``transformers``
+is installed (the ``hf`` extra), the tiny Hugging Face models;
 ``models.register`` adds more (say, a user's own model) under a new name.
 """
 
@@ -18,9 +19,11 @@ from .fallback_models import FALLBACK_ZOO  # isort: skip
 from .correctness_models import CORRECTNESS_ZOO  # isort: skip
 from .dynamic_models import DYNAMIC_ZOO  # isort: skip
 from .control_flow_models import CONTROL_FLOW_ZOO  # isort: skip
+from .user_models import USER_ZOO  # isort: skip
+from .hf_models import HF_UNAVAILABLE, HF_ZOO  # isort: skip
 
 # Every built-in entry, torchvision first. Filter by tag to skip the slow ones: names(exclude_tags=["heavy"]).
-DEFAULT_ZOO: tuple[str, ...] = TORCHVISION_ZOO + FALLBACK_ZOO + CORRECTNESS_ZOO + DYNAMIC_ZOO + CONTROL_FLOW_ZOO
+DEFAULT_ZOO: tuple[str, ...] = TORCHVISION_ZOO + FALLBACK_ZOO + CORRECTNESS_ZOO + DYNAMIC_ZOO + CONTROL_FLOW_ZOO + USER_ZOO + HF_ZOO
 
 __all__ = [
     "CONTROL_FLOW_ZOO",
@@ -28,7 +31,10 @@ __all__ = [
     "DEFAULT_ZOO",
     "DYNAMIC_ZOO",
     "FALLBACK_ZOO",
+    "HF_UNAVAILABLE",
+    "HF_ZOO",
     "TORCHVISION_ZOO",
+    "USER_ZOO",
     "Factory",
     "ZooEntry",
     "get",

@@ -26,6 +26,11 @@ class UnknownSettingError(SettingsError, TypeError):
     """A misspelled ``Settings(...)`` keyword: a ``SettingsError``, and still the ``TypeError`` Python raises."""
 
 
+class UnmatchedOpError(SettingsError):
+    """An op of ``torch_executed_ops`` matches no node of the lowered graph: it would force nothing. (The pytest
+    plugin's presets are generic, so there it means "this preset does not apply to this model".)"""
+
+
 class LoweringError(TrtcheckError):
     """The model could not be lowered to a core-ATen ``torch.fx`` graph."""
 

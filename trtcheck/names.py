@@ -26,15 +26,30 @@ OpSpec = str | torch._ops.OpOverload | torch._ops.OpOverloadPacket
 
 @dataclass(frozen=True)
 class OpMatcher:
-    """Resolved ``torch_executed_ops``: packets match every overload, overloads match only themselves."""
+    """Resolved ``torch_executed_ops``: packets match every overload, overloads match only themselves.
+
+    ``specs`` keeps each entry as the user wrote it with what it resolved to, so that an entry matching no
+    node of the lowered graph is named as written (``unmatched``)."""
 
     packets: frozenset[torch._ops.OpOverloadPacket]
     overloads: frozenset[torch._ops.OpOverload]
+    specs: tuple[tuple[str, Any], ...] = ()
 
     def __call__(self, target: Any) -> bool:
         if not (self.overloads or self.packets) or not isinstance(target, torch._ops.OpOverload):
             return False
         return target in self.overloads or target.overloadpacket in self.packets
+
+    def unmatched(self, graphs: Iterable[torch.fx.Graph]) -> list[str]:
+        """The entries that match no node of ``graphs`` (a lowered graph and its branches), as written."""
+        if not self.specs:
+            return []
+        found: set[Any] = set()
+        for graph in graphs:
+            for node in graph.nodes:
+                if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+                    found.update((node.target, node.target.overloadpacket))
+        return [spec for spec, op in self.specs if op not in found]
 
 
 @functools.lru_cache(maxsize=1)
@@ -90,11 +105,12 @@ def resolve_op(spec: OpSpec) -> torch._ops.OpOverload | torch._ops.OpOverloadPac
 
 def resolve_ops(specs: Iterable[OpSpec]) -> OpMatcher:
     """Resolve every ``torch_executed_ops`` entry, failing on the first unknown one."""
-    packets, overloads = set(), set()
+    packets, overloads, written = set(), set(), []
     for spec in specs:
         op = resolve_op(spec)
         (packets if isinstance(op, torch._ops.OpOverloadPacket) else overloads).add(op)
-    return OpMatcher(frozenset(packets), frozenset(overloads))
+        written.append((spec if isinstance(spec, str) else str(spec), op))
+    return OpMatcher(frozenset(packets), frozenset(overloads), tuple(written))
 
 
 class ModuleMatcher:

@@ -44,6 +44,7 @@ PRESETS: dict[str, Preset] = {
             lambda module: Settings(min_block_size=1, torch_executed_modules=[module]) if module else None,
         ),
         Preset("naive", "naive (greedy) segmentation", _fixed(min_block_size=1, segmentation="naive")),
+        Preset("optimal", "optimal segmentation (the fewest segments any order allows)", _fixed(min_block_size=2, segmentation="optimal")),
         Preset("full_compilation", "require_full_compilation: one engine or a clear error", _fixed(require_full_compilation=True)),
     )
 }

@@ -284,6 +284,10 @@ case("index.Tensor", A.index.Tensor, lambda x, i: A.index.Tensor(x, [i]),
      lambda: (randn(6, 3), randint(4, 2, low=-6, high=6)))
 case("index.Tensor-second-dim", A.index.Tensor, lambda x, i: A.index.Tensor(x, [None, i]),
      lambda: (randn(2, 6, 3), randint(5, low=0, high=6)))
+case("index.Tensor-two-broadcast", A.index.Tensor, lambda x, i, j: A.index.Tensor(x, [i, j]),
+     lambda: (randn(4, 5, 3), randint(3, 1, low=-4, high=4), randint(2, low=-5, high=5, dtype=I32)))
+case("index.Tensor-separated", A.index.Tensor, lambda x, i, j: A.index.Tensor(x, [None, i, None, j]),
+     lambda: (randn(2, 4, 3, 5), randint(2, low=-4, high=4), randint(2, low=0, high=5)))
 
 # ---- factories --------------------------------------------------------------------------------------
 case("full", A.full.default, lambda x: x + A.full.default([2, 3], 1.5, dtype=torch.float32), lambda: (randn(2, 3),))
@@ -418,6 +422,7 @@ case("var.correction-population", A.var.correction, lambda x: A.var.correction(x
      lambda: (randn(2, 5, 3),))
 case("cumsum", A.cumsum.default, lambda x: A.cumsum.default(x, 1), lambda: (randn(2, 5, 3),))
 case("cumsum-f16", A.cumsum.default, lambda x: A.cumsum.default(x, -1), lambda: (randn(2, 5, dtype=F16),))
+case("cumsum-int32", A.cumsum.default, lambda x: A.cumsum.default(x, 1), lambda: (randint(2, 16, dtype=I32),))
 
 # ---- float16 (ONNX Runtime's CPU kernels permitting; TensorRT runs all of these in fp16) -----------
 case("conv2d-f16", _CONV, lambda x, w, b: _CONV(x, w, b, [1, 1], [1, 1], [1, 1], False, [0, 0], 1),

@@ -230,6 +230,8 @@ for _op, _call in [
     (A.max.default, A.max.default), (A.min.default, A.min.default), (A.cumsum.default, lambda x: A.cumsum.default(x, 0)),
 ]:
     unary(f"{_op}-{len(CASES)}".removeprefix("aten."), _op, _call)
+# An integer cumsum along a static dim (the shifted adds need its size) of a tensor with a dynamic one.
+unary("cumsum-int-static-axis", A.cumsum.default, lambda x: A.cumsum.default(x, 1), randint)
 for _op, _call in [
     (A.any.dim, lambda x: A.any.dim(x, 0)), (A.any.dims, lambda x: A.any.dims(x, [0, 1])), (A.any.default, A.any.default),
     (A.all.dim, lambda x: A.all.dim(x, 0, True)), (A.all.dims, lambda x: A.all.dims(x, [0])), (A.all.default, A.all.default),
@@ -305,6 +307,14 @@ case("gather", A.gather.default, lambda x, i: A.gather.default(x, 1, i),
      lambda n: (randn(n, 3), randint(n, 2, low=0, high=3, seed=1)), _rows(2))
 case("index.Tensor", A.index.Tensor, lambda x, i: A.index.Tensor(x, [None, i]),
      lambda n: (randn(n, 3), randint(n, low=-3, high=3, seed=1)), _rows(2))
+# Several index tensors: a dynamic indexed dim (its size wraps the positions and merges the dims at run time),
+# separated by a full slice (the index shape goes first).
+case("index.Tensor-several-separated", A.index.Tensor, lambda x, i, j: A.index.Tensor(x, [i, None, j]),
+     lambda n: (randn(n, 3, 4), randint(n, low=-2, high=2, seed=1), randint(n, low=-4, high=4, seed=2)), _rows(3))
+# The attention-mask construction of Hugging Face models with a dynamic sequence length.
+case("index.Tensor-hf-mask", A.index.Tensor, lambda m, b, s: A.index.Tensor(m, [b, s]),
+     lambda n: (bools(2, n), torch.arange(2).view(2, 1, 1, 1), torch.arange(n).view(1, 1, 1, n)),
+     lambda d: ({1: d}, None, {3: d}))
 
 # ---- SymInt arithmetic: Python semantics (// floors, % takes the divisor's sign), in view/full sizes ---------
 # The static case table's SymInt rows (dynamic_harness.SYMINT_CASES: n - 20 is negative over 2..16), across sizes.

@@ -26,9 +26,10 @@ from trtcheck.testing.random_graphs import (
     build_dynamic_graph,
     build_graph,
     dynamic_aten_graphs,
-    float64_outputs,
     random_recipe,
+    supports_all_but,
 )
+from trtcheck.verification.reference import float64_outputs
 
 BACKEND = "onnxruntime"
 A = torch.ops.aten
@@ -76,7 +77,7 @@ def test_int64_graphs_mix_in_float32_where_pytorch_promotes():
 
 def test_float64_twin_computes_the_exact_result():
     graph = build_graph([Step("conv"), Step("mul", 0, 1), Step("tanh")], dtype=torch.float16)
-    exact = float64_outputs(graph.graph_module, graph.example_inputs)
+    exact, _ = float64_outputs(graph.graph_module, graph.example_inputs, {})
     with torch.no_grad():
         eager = graph.graph_module(*graph.example_inputs)
     assert all(e.dtype == torch.float64 for e in exact)
@@ -234,3 +235,23 @@ def test_a_dim_of_range_1_to_2_shared_by_two_inputs_keeps_them_equal():
                                 dynamic_shapes=graph.dynamic_shapes)
     with pytest.raises(trtcheck.InputMismatchError, match=r"dim 0 is 1, but it is batch, which 'x0' set to 2"):
         compiled(*graph.inputs_of_size(2)[:1], *graph.inputs_of_size(1)[1:])
+
+
+def test_a_graph_whose_only_op_is_dead_compiles_to_no_engine():
+    """Nightly fuzz (issue 21, defect 14): ``x1`` returned and a ``sym_size`` nobody reads became a TensorRT
+    segment with no output, which ONNX Runtime refuses ("OrtValue indexes should have been populated"): the
+    segment fell back and verify failed. Lowering drops dead code (of a copy: the user's graph is kept)."""
+    graph = build_graph([Step("size")])
+    assert [n.target for n in graph.graph_module.graph.nodes if n.op == "call_function"] == [A.sym_size.int]
+    report = _verify(graph)
+    assert report.partition.segments == [] and len(graph.graph_module.graph.nodes) == 4  # the user's graph kept
+
+
+@pytest.mark.parametrize("segmentation", ["naive", "dependency_aware", "optimal"])
+def test_reads_of_a_buffer_and_an_input_around_their_in_place_writes(segmentation):
+    """Issue 21, defect 1, as the random graphs draw it: a read of the buffer, a write into it, a read after, and
+    a write into an input between ops with and without a converter, under every segmentation."""
+    recipe = [Step("read_state"), Step("relu"), Step("write_state", 1), Step("tanh", 2), Step("write_input"),
+              Step("lgamma", 1), Step("read_state", 2), Step("add", 0, 3)]
+    graph = build_graph(recipe, seed=5)
+    _verify(graph, trtcheck.Settings(min_block_size=1, segmentation=segmentation), support=supports_all_but())

@@ -20,7 +20,7 @@ cores), ``DYNAMIC_SHARE`` of the profile's examples otherwise (500 under ``night
 
 Tolerances: float32 and int64 graphs are held to ``verify``'s defaults. A float16 (or bfloat16) graph's
 ``atol`` is the default plus ``REFERENCE_FACTOR`` times eager's own largest error against the exact result
-(the graph run in float64, ``strategies.float64_outputs``): verify's float16 default (1e-3, one unit in the
+(the graph run in float64, ``trtcheck.verification.reference.float64_outputs``): verify's float16 default (1e-3, one unit in the
 last place) cannot hold a chain of up to 15 ops each rounded to 11 bits, where one engine's last-bit
 difference in a convolution is multiplied by the products and subtractions that follow. Measured on 120
 float16 graphs (onnxruntime 1.32): 13 failed the default tolerance, and in every one of them the stitched
@@ -43,9 +43,11 @@ import trtcheck
 from suites.matrix.matrix_checks import check_model
 from trtcheck.engines import resolve_backend
 from trtcheck.presets import PRESETS
-from trtcheck.testing.random_graphs import DTYPES, aten_graphs, dynamic_aten_graphs, float64_outputs
+from trtcheck.testing.random_graphs import DTYPES, aten_graphs, dynamic_aten_graphs
 from trtcheck.verification import default_tolerances
-from trtcheck.verification.inputs import random_like
+from trtcheck.verification.inputs import cloned, random_like
+from trtcheck.verification.reference import float64_outputs
+from trtcheck.verification.state import restore_state, snapshot_state
 
 pytestmark = pytest.mark.trtcheck
 
@@ -90,11 +92,14 @@ def reference_atol(graph, seed: int, num_inputs: int = NUM_INPUTS) -> float | No
         return None
     generator = torch.Generator().manual_seed(seed)
     worst = 0.0
+    state = snapshot_state(graph.graph_module)  # a graph that writes its buffer or inputs: every run from the same start
     for index in range(num_inputs):
         inputs = tuple(graph.example_inputs) if index == 0 else random_like(tuple(graph.example_inputs), generator)
         with torch.no_grad():
-            eager = graph.graph_module(*inputs)
-        for value, exact in zip(eager, float64_outputs(graph.graph_module, inputs)):
+            eager = graph.graph_module(*cloned(inputs))
+        restore_state(graph.graph_module, state)
+        exact_outputs, _ = float64_outputs(graph.graph_module, cloned(inputs), {})
+        for value, exact in zip(eager, exact_outputs):
             if value.is_floating_point():
                 finite = value.isfinite() & exact.isfinite()
                 worst = max(worst, float((value.double() - exact).abs().where(finite, 0).max()))

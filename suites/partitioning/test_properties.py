@@ -28,12 +28,27 @@ settings_strategy = st.builds(
     trtcheck.Settings,
     min_block_size=st.integers(1, 4),
     torch_executed_ops=st.lists(st.sampled_from(["aten::relu", "aten.mul.Tensor", "aten.add", "aten::sym_size"]), max_size=2),
-    segmentation=st.sampled_from(["naive", "dependency_aware"]),
+    segmentation=st.sampled_from(["naive", "dependency_aware", "optimal"]),
 )
+
+# Graphs that read a buffer and an input around in-place writes of them, between ops with and without a
+# converter, so that the segmentations have reads to move across the writes.
+STATEFUL_OPS = ("read_state", "write_state", "write_input", "relu", "tanh", "add", "mul", "sum", "lgamma")
 
 
 @given(aten_graphs(), settings_strategy)
 def test_random_partitions_are_sound(graph, settings):
+    partition = trtcheck.partition(graph.graph_module, graph.example_inputs, settings, support=SUPPORT)
+    violations = trtcheck.check_invariants(partition, support=SUPPORT)
+    assert not violations, "\n".join(map(str, violations)) + "\n" + str(partition)
+
+
+@given(aten_graphs(min_nodes=3, max_nodes=12, ops=STATEFUL_OPS), st.sampled_from(["naive", "dependency_aware", "optimal"]),
+       st.integers(1, 3))
+def test_every_segmentation_keeps_reads_and_writes_of_state_in_order(graph, segmentation, min_block_size):
+    """Issue 21, defect 1: ``optimal`` ran a Torch segment holding ``cache.copy_(...)`` before an engine still
+    reading the old cache. The invariant ``state_order`` (and ``topological``) must hold for every segmentation."""
+    settings = trtcheck.Settings(min_block_size=min_block_size, segmentation=segmentation)
     partition = trtcheck.partition(graph.graph_module, graph.example_inputs, settings, support=SUPPORT)
     violations = trtcheck.check_invariants(partition, support=SUPPORT)
     assert not violations, "\n".join(map(str, violations)) + "\n" + str(partition)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import importlib
 
+import pytest
 import torch
 from torch import nn
 
 import trtcheck
-from trtcheck.verification.inputs import draw_like, input_set_of_sizes, random_like
+from trtcheck import conversion as converters
+from trtcheck.verification.inputs import EDGE_SHARE, draw_like, input_set_of_sizes, random_like
 
 ONE = trtcheck.Settings(min_block_size=1)
 
@@ -83,3 +85,87 @@ def test_verify_compares_on_drawn_indices_that_stay_valid(monkeypatch):
     generated = seen[2:]
     assert all(0 <= int(s.min()) and int(s.max()) <= 5 for s in generated)
     assert not any(torch.equal(s, ids) for s in generated), "the integer input must be redrawn, not kept"
+
+
+# ---- integer edge values ------------------------------------------------------------------------------------------
+
+
+def _counts(values: torch.Tensor) -> dict[int, int]:
+    unique, counts = values.unique(return_counts=True)
+    return dict(zip(unique.tolist(), counts.tolist()))
+
+
+def test_integers_get_a_share_of_edge_values_within_the_observed_range():
+    example = torch.tensor([[-5, 40], [100, 7]], dtype=torch.int32)
+    drawn = draw_like(example, (8000,), torch.Generator().manual_seed(0))
+    assert drawn.dtype == torch.int32 and -5 <= int(drawn.min()) and int(drawn.max()) <= 100
+    counts = _counts(drawn)
+    uniform = 8000 * (1 - EDGE_SHARE) / 106  # what each value gets from the uniform draw alone (~57)
+    for edge in (-5, 100, 0, 1, -1):  # the example's min and max, 0 and +-1 (all within [-5, 100] here)
+        assert counts.get(edge, 0) > uniform + 8000 * EDGE_SHARE / 5 / 2, (edge, counts.get(edge))
+    assert counts.get(50, 0) < 2 * uniform  # any other value: the uniform draw only
+
+
+def test_edge_values_never_leave_the_observed_range_so_indices_stay_valid():
+    generator = torch.Generator().manual_seed(1)
+    indices = draw_like(torch.tensor([2, 9, 4]), (5000,), generator)
+    assert set(indices.tolist()) == set(range(2, 10))  # no 0, 1 or -1: they are not in [2, 9]
+    assert _counts(indices)[2] > 5000 * EDGE_SHARE / 2 / 2 and _counts(indices)[9] > 5000 * EDGE_SHARE / 2 / 2
+    positions = draw_like(torch.tensor([0, 5]), (5000,), generator)
+    assert set(positions.tolist()) == set(range(6))  # 0 and 1 are edges, -1 is not in [0, 5]
+    assert set(draw_like(torch.tensor([[0, 1], [1, 0]], dtype=torch.uint8), (100,), generator).tolist()) == {0, 1}
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64], ids=["int32", "int64"])
+def test_the_dtype_extremes_are_drawn_only_where_the_example_holds_them(dtype):
+    info = torch.iinfo(dtype)
+    generator = torch.Generator().manual_seed(2)
+    at_min = draw_like(torch.tensor([info.min, 3, 100], dtype=dtype), (2000,), generator)
+    assert int(at_min.min()) == info.min and int(at_min.max()) <= 100  # min drawn, max not: it is out of range
+    assert _counts(at_min)[info.min] > 2000 * EDGE_SHARE / 5 / 2
+    wide = draw_like(torch.tensor([info.min // 2, info.max // 2], dtype=dtype), (2000,), generator)
+    assert info.min // 2 <= int(wide.min()) and int(wide.max()) <= info.max // 2  # a wide range is not widened
+    full = draw_like(torch.tensor([info.max, info.min, 0], dtype=dtype), (2000,), generator)  # int64: no randint overflow
+    assert {info.min, info.max, 0, 1, -1} <= set(full.tolist())
+    assert torch.equal(draw_like(torch.tensor([info.max], dtype=dtype), (3,), generator), torch.full((3,), info.max, dtype=dtype))
+
+
+class FloorDivide(nn.Module):
+    def forward(self, x, y):
+        return x // y
+
+
+def _overflowing_floor_divide(ctx, node):
+    """The integer floor division trtcheck used to emit: (a - a mod b) / b, which overflows below INT_MIN."""
+    a, b = ctx.name(node.args[0]), ctx.name(node.args[1])
+    return ctx.add("Div", [ctx.add("Sub", [a, ctx.add("Mod", [a, b], fmod=0)]), b])
+
+
+def _int_min_example():
+    """x holds INT_MIN, paired in the example with a divisor of 1 (where the overflowing form is right), so only
+    generated sets that put INT_MIN against 2 or 3 can tell a wrong converter; no divisor is ever 0."""
+    x = torch.randint(-50, 50, (4, 64), generator=torch.Generator().manual_seed(0), dtype=torch.int32)
+    y = torch.randint(1, 4, (4, 64), generator=torch.Generator().manual_seed(1), dtype=torch.int32)
+    x[0, 0], y[0, 0] = torch.iinfo(torch.int32).min, 1
+    return x, y
+
+
+def test_verify_passes_an_int32_floor_division_whose_example_holds_int_min():
+    report = trtcheck.verify(FloorDivide(), _int_min_example(), ONE, backend="onnxruntime")
+    assert report.passed and len(report.comparisons) == 4
+
+
+def test_verify_catches_a_floor_division_converter_wrong_only_near_int_min():
+    """Uniform draws in [INT_MIN, 49] almost never hit INT_MIN or INT_MIN + 1, the values the planted converter
+    gets wrong; the edge values put INT_MIN in every generated set."""
+    x, y = _int_min_example()
+    with torch.no_grad():
+        assert FloorDivide()(x, y).tolist() == (x.long() // y.long()).tolist()  # eager is right: int64 says so
+    target = torch.ops.aten.div.Tensor_mode  # what x // y lowers to (rounding_mode="floor")
+    with converters.Snapshot():
+        converters.register(target, validator=converters.get(target).validator, override=True)(_overflowing_floor_divide)
+        with pytest.raises(trtcheck.VerificationError) as caught:
+            trtcheck.verify(FloorDivide(), (x, y), ONE, backend="onnxruntime")
+    comparisons = caught.value.report.comparisons
+    assert [c.passed for c in comparisons[:2]] == [True, True]  # the example itself cannot tell
+    assert not all(c.passed for c in comparisons[2:]), "a generated set must put INT_MIN against a divisor of 2 or 3"

@@ -7,6 +7,7 @@ back to PyTorch, each of its nodes gets a ``conversion_failed`` reason carrying 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from trtcheck.build.clock import Clock
 from trtcheck.build.convert import convert
 from trtcheck.build.engine_build import build_engines, compile_branches
 from trtcheck.engines import resolve_backend
+from trtcheck.lowering.export import source_of
 from trtcheck.lowering.symbols import symbol_ranges
 from trtcheck.names import checked_settings
 from trtcheck.partitioning.decisions import Support
@@ -28,8 +30,8 @@ from trtcheck.settings import Settings
 
 
 def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_tensorrt.compile
-    model: torch.nn.Module,
-    example_inputs: Sequence[Any],
+    model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathLike,
+    example_inputs: Sequence[Any] | None = None,
     settings: Settings | None = None,
     backend: str = "auto",
     *,
@@ -42,6 +44,10 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
     torch_threads: int | str | None = "auto",
 ) -> CompiledModule:
     """Partition ``model``, build one engine per TensorRT segment, and stitch them with the Torch segments.
+
+    ``model`` is an ``nn.Module``, a ``torch.export.ExportedProgram`` (lowered as exported, called like
+    ``program.module()``) or a ``.pt2`` file's path; a program's stored example inputs serve when
+    ``example_inputs`` is None.
 
     Returns a ``CompiledModule`` called like ``model`` (same inputs, same output structure), with
     ``.partition`` (the ``Partition``, including fallbacks), ``.compile_times`` (``CompileTimes``),
@@ -57,9 +63,10 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
     settings = checked_settings(settings)
     backend = resolve_backend(backend)  # an explicit backend missing here fails now, before any work
     clock = Clock()
+    source = source_of(model, example_inputs, example_kwargs)
     conversion = convert(
-        model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=check_shapes, clock=clock,
-        lowered=lowered, dynamic_shapes=dynamic_shapes,
+        source.lowerable, source.example_args, settings, support=support, example_kwargs=source.example_kwargs,
+        check_shapes=check_shapes, clock=clock, lowered=lowered, dynamic_shapes=dynamic_shapes,
     )
     partition = conversion.partition
     engines = build_engines(
@@ -68,5 +75,5 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
     )
     stitched = clock.run("stitching", stitch, partition, engines)
     compile_branches(conversion, stitched, backend, strict=strict, clock=clock)  # engines inside control-flow branches
-    signature = InputSignature.of(model, conversion.example_args, conversion.example_kwargs, graph_module=conversion.graph_module)
+    signature = InputSignature.of(source.eager, conversion.example_args, conversion.example_kwargs, graph_module=conversion.graph_module)
     return CompiledModule(stitched, signature, clock.times, conversion, torch_threads)

@@ -1,24 +1,27 @@
 """Convert a partition: every TensorRT segment to one ONNX model, branches of control flow included.
 
 A ``Conversion`` is everything of ``compile`` before engines are built: the lowered graph, its partition,
-the serialized ONNX of every segment that converted and the error of every one that did not. It is also
-what determinism is checked on: two conversions of one model from scratch must give the same segments and
-byte-identical ONNX. Branches of ``torch.cond`` and ``while_loop`` (``Partition.subpartitions``) are
+the ONNX of every segment that converted and the error of every one that did not. It is also what
+determinism is checked on: two conversions of one model from scratch must give the same segments and
+byte-identical ONNX. A segment's ONNX (``SegmentOnnx``) holds its weights by reference, the lowered graph's
+own tensors: converting copies no weight, and each engine copies its weights once when it is built.
+Branches of ``torch.cond`` and ``while_loop`` (``Partition.subpartitions``) are
 converted the same way, recursively, into ``BranchConversion``s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import onnx
 import torch
 import torch.fx
 
 from trtcheck.build.clock import Clock
 from trtcheck.errors import ShapeMismatchError
-from trtcheck.names import checked_settings
+from trtcheck.names import checked_settings, resolve_ops
 from trtcheck.partitioning.model import Partition
 from trtcheck.shapes import ShapeMismatch
 
@@ -27,7 +30,9 @@ if TYPE_CHECKING:
 from collections.abc import Sequence
 
 from trtcheck.conversion import segment_to_onnx
-from trtcheck.lowering.export import independent_inputs, lower
+from trtcheck.conversion.context import with_weights
+from trtcheck.conversion.interpreter import held_weights
+from trtcheck.lowering.export import independent_inputs, keeps, lower
 from trtcheck.lowering.graph import copy_graph_module, own_mutable_state
 from trtcheck.names import resolve_modules
 from trtcheck.partitioning.decisions import Support
@@ -38,12 +43,99 @@ from trtcheck.settings import Settings
 from trtcheck.shapes import find_mismatches
 
 
+@dataclass(eq=False)
+class SegmentOnnx:
+    """One converted segment's ONNX model, its weights held by reference: ``model`` has every node and
+    initializer, each weight (``weights``, by initializer name) as a placeholder whose data is that tensor, the
+    lowered graph's own. Converting copies no weight; ``full()`` is the self-contained model (one copy of the
+    weights), ``serialized()`` its bytes. The bytes read the weights when they are made: like a
+    ``torch.export.ExportedProgram``, a conversion shares the model's parameters (engines copy them when built)."""
+
+    model: onnx.ModelProto
+    weights: dict[str, torch.Tensor]
+
+    def full(self) -> onnx.ModelProto:
+        return with_weights(self.model, self.weights)
+
+    def serialized(self) -> bytes:
+        return self.full().SerializeToString()
+
+    def same_as(self, other: SegmentOnnx | bytes) -> bool:
+        """True when this model's serialized bytes are ``other``'s (its bytes, or theirs), compared without
+        serializing a weight: the models without their weights byte for byte, then each weight's bytes, where a
+        weight that is the same memory as the other's (same data pointer, dtype, shape and strides: the
+        conversions read one parameter of one graph) is provably the same bytes, unread. Where the models
+        without weights differ, the whole serialized models are compared (they differ but for a model that
+        held some weight inline, never seen)."""
+        if isinstance(other, SegmentOnnx) and self.weights.keys() == other.weights.keys():
+            if self.model.SerializeToString() == other.model.SerializeToString():
+                return all(_same_bytes(tensor, other.weights[name]) for name, tensor in self.weights.items())
+        return self.serialized() == (other if isinstance(other, bytes) else other.serialized())
+
+
+def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if (a.data_ptr(), a.dtype, a.shape, a.stride()) == (b.data_ptr(), b.dtype, b.shape, b.stride()):
+        return True
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(_raw(a), _raw(b))
+
+
+def _raw(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor``'s bytes as a uint8 tensor (no copy): compared bitwise, NaNs and signed zeros included."""
+    return tensor.detach().reshape(-1).view(torch.uint8)
+
+
+class OnnxModels(MutableMapping[int, bytes]):
+    """The ONNX model of every converted segment, by segment index: a mapping to serialized bytes, made when
+    read (each read serializes the weights again: keep a read only as long as needed). ``segment(index)`` is the
+    ``SegmentOnnx`` itself, which compile builds engines from and determinism compares, serializing no weight.
+    Bytes may be stored too (a test corrupting a model): they are then what the segment is."""
+
+    def __init__(self, models: Mapping[int, SegmentOnnx | bytes] | None = None) -> None:
+        self._models: dict[int, SegmentOnnx | bytes] = dict(models or {})
+
+    def segment(self, index: int) -> SegmentOnnx | bytes:
+        return self._models[index]
+
+    def __getitem__(self, index: int) -> bytes:
+        model = self._models[index]
+        return model if isinstance(model, bytes) else model.serialized()
+
+    def __setitem__(self, index: int, model: SegmentOnnx | bytes) -> None:
+        self._models[index] = model
+
+    def __delitem__(self, index: int) -> None:
+        del self._models[index]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._models)
+
+    def __len__(self) -> int:
+        return len(self._models)
+
+    def __repr__(self) -> str:
+        return f"OnnxModels({sorted(self._models)})"
+
+    def differing(self, other: OnnxModels) -> list[int]:
+        """The indices whose models differ between this and ``other`` (or exist in one only), in order: the
+        serialized bytes compared, without serializing a weight (``SegmentOnnx.same_as``)."""
+        return [
+            index for index in sorted(self.keys() | other.keys())
+            if index not in self or index not in other or not _same(self.segment(index), other.segment(index))
+        ]
+
+
+def _same(a: SegmentOnnx | bytes, b: SegmentOnnx | bytes) -> bool:
+    if isinstance(a, SegmentOnnx):
+        return a.same_as(b)
+    return b.same_as(a) if isinstance(b, SegmentOnnx) else a == b
+
+
 class Converted:
     """What a converted partition (a model's ``Conversion``, or one branch's) derives from its fields
     ``partition``, ``onnx_models``, ``branches`` and ``layout``."""
 
     partition: Partition
-    onnx_models: dict[int, bytes]
+    onnx_models: OnnxModels
     branches: dict[str, BranchConversion]
     layout: list[tuple[str, list[str]]]
 
@@ -63,7 +155,7 @@ class BranchConversion(Converted):
     converted (by segment index), the error of each that did not, and its own branches."""
 
     partition: Partition
-    onnx_models: dict[int, bytes]
+    onnx_models: OnnxModels
     errors: dict[int, Exception]
     branches: dict[str, BranchConversion] = field(default_factory=dict)
     layout: list[tuple[str, list[str]]] = field(default_factory=list)  # segments as partitioned, before any fallback
@@ -73,14 +165,15 @@ class BranchConversion(Converted):
 class Conversion(Converted):
     """A model lowered, partitioned and converted: everything of ``compile`` before engines are built.
 
-    ``onnx_models`` holds the serialized ONNX of every TensorRT segment that converted (by segment index);
-    ``errors`` the conversion error of every one that did not. Determinism is checked on this: two
-    conversions of one model from scratch must give the same segments and byte-identical ONNX.
+    ``onnx_models`` holds the ONNX of every TensorRT segment that converted (by segment index: serialized bytes
+    when read, ``onnx_models.segment(index)`` the ``SegmentOnnx``, weights by reference); ``errors`` the
+    conversion error of every one that did not. Determinism is checked on this: two conversions of one model
+    from scratch must give the same segments and byte-identical ONNX (``OnnxModels.differing``).
     """
 
     graph_module: torch.fx.GraphModule
     partition: Partition
-    onnx_models: dict[int, bytes]
+    onnx_models: OnnxModels
     errors: dict[int, Exception]
     example_args: tuple
     example_kwargs: dict
@@ -93,7 +186,7 @@ class Conversion(Converted):
 
 
 def convert(
-    model: torch.nn.Module,
+    model: torch.nn.Module | torch.export.ExportedProgram,
     example_inputs: Sequence[Any],
     settings: Settings | None = None,
     *,
@@ -115,8 +208,12 @@ def convert(
     settings = checked_settings(settings)
     clock = clock or Clock()
     args, kwargs = independent_inputs(example_inputs, example_kwargs)
-    gm = lowered if lowered is not None else clock.run("lowering", lower, model, args, kwargs, dynamic_shapes=dynamic_shapes)
-    forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph, model)
+    keep = resolve_ops(settings.torch_executed_ops)
+    if lowered is not None and not keeps(lowered, keep):
+        lowered = None  # lowered for settings that let a forced op decompose: lower again, keeping it whole
+    gm = lowered if lowered is not None else clock.run("lowering", lower, model, args, kwargs, dynamic_shapes=dynamic_shapes, keep=keep)
+    owner = model if isinstance(model, torch.nn.Module) else None  # a program: its graph's meta names the modules
+    forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph, owner)
     if gm is model or gm is lowered:  # compile never rewrites the caller's own GraphModule, nor its buffers
         gm = copy_graph_module(gm)
     own_mutable_state(gm)
@@ -130,16 +227,18 @@ def convert(
     return Conversion(gm, partition, onnx_models, errors, args, kwargs, mismatched=mismatched, branches=branches)
 
 
-def convert_segments(partition: Partition, clock: Clock) -> tuple[dict[int, bytes], dict[int, Exception]]:
-    """The serialized ONNX of every TensorRT segment of ``partition`` that converts, and the error of every
-    one that does not (by segment index): one segment's failure is contained, reported, never raised."""
-    onnx_models: dict[int, bytes] = {}
+def convert_segments(partition: Partition, clock: Clock) -> tuple[OnnxModels, dict[int, Exception]]:
+    """The ONNX of every TensorRT segment of ``partition`` that converts (``SegmentOnnx``: no weight copied),
+    and the error of every one that does not (by segment index): one segment's failure is contained, reported,
+    never raised."""
+    onnx_models = OnnxModels()
     errors: dict[int, Exception] = {}
     for index, segment in enumerate(partition.segments):
         if segment.target is Target.TENSORRT:
             try:
-                model = clock.run("conversion", segment_to_onnx, segment_module(partition.graph_module, segment))
-                onnx_models[index] = model.SerializeToString()
+                with held_weights() as weights:
+                    model = clock.run("conversion", segment_to_onnx, segment_module(partition.graph_module, segment))
+                onnx_models[index] = SegmentOnnx(model, weights)
             except Exception as error:  # noqa: BLE001 - any failure of one segment is contained and reported
                 errors[index] = error
     return onnx_models, errors

@@ -16,7 +16,7 @@ import torch
 import torch.fx
 
 from trtcheck.build.clock import Clock
-from trtcheck.build.convert import BranchConversion
+from trtcheck.build.convert import BranchConversion, OnnxModels
 from trtcheck.engines import Engine, TensorSpec, build_engine
 from trtcheck.errors import CompilationError
 from trtcheck.lowering.symbols import symbol_ranges
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 def build_engines(
     partition: Partition,
-    onnx_models: Mapping[int, bytes],
+    onnx_models: OnnxModels | Mapping[int, bytes],
     errors: Mapping[int, Exception],
     backend: str,
     clock: Clock,
@@ -50,14 +50,15 @@ def build_engines(
     mismatched = mismatched or {}
     engines: dict[int, Engine] = {}
     failures = {**errors, **mismatched}
-    for index, onnx_bytes in onnx_models.items():
+    for index in list(onnx_models):
         if index in failures:
             continue
         shapes = segment_shapes(partition.segments[index], ranges)
         outputs = [TensorSpec(f"output_{i}", s.shape, s.dtype) for i, s in enumerate(shapes.outputs)]
         try:
+            model, weights = _model_and_weights(onnx_models, index)
             engines[index] = clock.run(
-                "engine_build", build_engine, onnx.load_from_string(onnx_bytes), shapes.inputs, outputs, backend,
+                "engine_build", build_engine, model, shapes.inputs, outputs, backend, weights=weights,
                 engines_in_model=engines_in_model, settings=partition.settings, shape_ranges=shapes.shape_ranges(),
             )
         except Exception as error:  # noqa: BLE001 - any failure of one segment is contained and reported
@@ -78,6 +79,15 @@ def build_engines(
     if failures:  # fall_back merged segments: re-key the engines by their segments' new indices
         engines = {i: by_segment[id(s)] for i, s in enumerate(partition.segments) if id(s) in by_segment}
     return engines
+
+
+def _model_and_weights(onnx_models: OnnxModels | Mapping[int, bytes], index: int) -> tuple[onnx.ModelProto, Any]:
+    """Segment ``index``'s model as converted, its weights by reference (``SegmentOnnx``: nothing serialized or
+    parsed here, each engine copies its weights once), or parsed from bytes where bytes are all there is."""
+    model = onnx_models.segment(index) if isinstance(onnx_models, OnnxModels) else onnx_models[index]
+    if isinstance(model, bytes):
+        return onnx.load_from_string(model), None
+    return model.model, model.weights
 
 
 # What failed, in the words of a fallback's reason: a converter and an engine call for different fixes.

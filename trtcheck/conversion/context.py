@@ -13,9 +13,10 @@ integer arithmetic), so one model serves every size in range: :meth:`ConversionC
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import onnx
@@ -33,11 +34,55 @@ OPSET = 17
 
 _SHARED_CONSTANT_LIMIT = 1024
 
+WEIGHT_LOCATION = "trtcheck-weight-in-memory"
+"""The external-data ``location`` of a weight's placeholder: its data is a tensor in memory, not in a file."""
+
 
 def _tensor_proto(tensor: torch.Tensor, name: str) -> onnx.TensorProto:
     if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: onnx converts float32 values itself
         return helper.make_tensor(name, TensorProto.BFLOAT16, list(tensor.shape), tensor.float().flatten().tolist())
     return numpy_helper.from_array(tensor.numpy().copy(order="C"), name)  # copy(): keeps 0-dim shapes
+
+
+def is_weight(tensor: torch.Tensor) -> bool:
+    """True for an initializer the context holds by reference (a *weight*): more than ``_SHARED_CONSTANT_LIMIT``
+    elements. Shapes, axes and scalars (what shape inference reads values of) are never weights."""
+    return tensor.numel() > _SHARED_CONSTANT_LIMIT
+
+
+def weight_placeholder(name: str, tensor: torch.Tensor) -> onnx.TensorProto:
+    """The initializer ``name`` of a weight held by reference: its dtype and dims, its data external at
+    ``WEIGHT_LOCATION`` (``tensor``, in memory). ``with_weights`` fills it in."""
+    proto = TensorProto(name=name, data_type=onnx_dtype(tensor.dtype), dims=list(tensor.shape))
+    proto.data_location = TensorProto.EXTERNAL
+    proto.external_data.add(key="location", value=WEIGHT_LOCATION)
+    return proto
+
+
+def weight_bytes(tensor: torch.Tensor) -> memoryview:
+    """The raw bytes of a (CPU, contiguous) weight, without a copy: what ONNX's ``raw_data`` holds (torch's
+    memory is little-endian, as ONNX's raw data is, on every platform trtcheck runs on)."""
+    return memoryview(tensor.detach().reshape(-1).view(torch.uint8).numpy())
+
+
+def fill_weight(proto: onnx.TensorProto, tensor: torch.Tensor) -> None:
+    """Turn the placeholder ``proto`` into an ordinary initializer holding ``tensor``'s bytes (one copy)."""
+    proto.ClearField("external_data")
+    proto.ClearField("data_location")
+    proto.raw_data = weight_bytes(tensor).tobytes()
+
+
+def with_weights(model: onnx.ModelProto, weights: Mapping[str, torch.Tensor]) -> onnx.ModelProto:
+    """A copy of ``model`` whose weight placeholders (``weight_placeholder``) hold their tensors' bytes: the
+    self-contained ONNX model, holding the weights once. ``model`` (holding no weight data: copying it is
+    cheap) is left as it is."""
+    full = onnx.ModelProto()
+    full.CopyFrom(model)
+    for proto in full.graph.initializer:
+        tensor = weights.get(proto.name) if proto.data_location == TensorProto.EXTERNAL else None
+        if tensor is not None:
+            fill_weight(proto, tensor)
+    return full
 
 
 def onnx_dtype(dtype: torch.dtype) -> int:
@@ -59,13 +104,29 @@ def is_symint(value: Any) -> bool:
     return isinstance(value, torch.SymInt) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def int_floor_divide(ctx: ConversionContext, a: str, b: str) -> str:
-    """Integer division rounded toward -inf (Python's ``//``, ATen's ``floor_divide``), on int64 or int32 values.
+def int_floor_divide(ctx: ConversionContext, a: str, b: str, dtype: torch.dtype = torch.int64) -> str:
+    """Integer division rounded toward -inf (Python's ``//``, ATen's ``floor_divide``) of ``dtype`` (int64 or
+    int32) values, exact over the dtype's whole range.
 
-    ONNX's integer Div truncates toward 0 (-7 / 2 = -3, Python says -4); ``a - a mod b`` (Python-style
-    mod, ONNX Mod with fmod=0) is a multiple of b, so dividing it is exact and floors.
+    ONNX's integer Div truncates toward 0 (-7 / 2 = -3, Python says -4). With q = a / b truncated, the
+    remainder r = a - q * b is exact (|q * b| <= |a|), and the floor is q - 1 where r is non-zero and its
+    sign differs from b's: q + min(sign(r) * sign(b), 0), each sign a Max/Min clamp to [-1, 1] (elementwise
+    ops only, which shape-tensor arithmetic takes too). No intermediate overflows: q - 1 is reached only for
+    |b| >= 2, where |q| <= |a| / 2. (``(a - a mod b) / b`` did: ``-2147483648 // 3`` gave +715827882.)
+
+    Not covered: ``b == 0`` (the engine's own behaviour: ONNX Runtime fails the run) and ``min / -1``, whose
+    quotient does not fit (ONNX Runtime's int64 Div traps there, killing the process): the elementwise
+    converters divide by 1 and negate for a divisor of -1 (sizes never divide by -1).
     """
-    return ctx.add("Div", [ctx.add("Sub", [a, ctx.add("Mod", [a, b], fmod=0)]), b])
+    one, minus_one = ctx.constant(1, dtype), ctx.constant(-1, dtype)
+
+    def sign(value: str) -> str:
+        return ctx.add("Min", [ctx.add("Max", [value, minus_one]), one])
+
+    quotient = ctx.add("Div", [a, b])
+    remainder = ctx.add("Sub", [a, ctx.add("Mul", [quotient, b])])
+    correction = ctx.add("Min", [ctx.add("Mul", [sign(remainder), sign(b)]), ctx.constant(0, dtype)])
+    return ctx.add("Add", [quotient, correction])
 
 
 def value_info(name: str, value: Any) -> onnx.ValueInfoProto:
@@ -92,13 +153,40 @@ def describe(node: torch.fx.Node) -> str:
     return f"node {node.name!r} ({node.op} {node.target})"
 
 
+def converter_name(fn: Any) -> str:
+    """``trtcheck.conversion.ops.linear._addmm``: a converter function as its module and qualified name, so that an
+    engine error can name the code to fix. A function defined in another reads ``outer.inner``, without Python's
+    ``<locals>`` (a converter a factory made for a table of ops: ``trtcheck.conversion.ops.elementwise._binary.convert``)."""
+    qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    module = getattr(fn, "__module__", None) or type(fn).__module__
+    return f"{module}.{qualname.replace('.<locals>.', '.')}"
+
+
+def node_origin(node: torch.fx.Node, converter: str) -> str:
+    """``%addmm (aten.addmm.default), converter trtcheck.conversion.ops.linear._addmm``: the ``doc_string`` of every
+    ONNX node converted from fx node ``node`` by ``converter``, which engine errors quote."""
+    target = node.target if node.op == "call_function" else node.op
+    return f"%{node.name} ({target}), converter {converter}"
+
+
 class ConversionContext:
-    """What a converter sees: name lookup for fx nodes, constants, and an ONNX node emitter."""
+    """What a converter sees: name lookup for fx nodes, constants, and an ONNX node emitter.
+
+    Every ONNX node is named after the fx node being converted and its op, ``addmm/Gemm`` (``addmm/Mul_1`` for
+    the second Mul of one fx node), and its ``doc_string`` names that fx node's ATen target and the converter
+    (:func:`node_origin`), so that an engine's error about a node leads back to the graph and to the op: the
+    interpreter says which node is being converted (:meth:`converting`). Names are deterministic: the fx node's
+    name, the op type and a count in emission order.
+    """
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         self.gm = gm
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
+        # The tensor of every weight (``is_weight``) by initializer name: ``initializers`` holds a placeholder for
+        # each (``weight_placeholder``), so converting copies no weight; the interpreter fills them in or hands the
+        # tensors on with the model.
+        self.weights: dict[str, torch.Tensor] = {}
         self._values: dict[torch.fx.Node, str | list[str]] = {}
         # fx node names are taken up front so generated names can never collide with them.
         self._used: set[str] = {n.name for n in gm.graph.nodes}
@@ -107,6 +195,9 @@ class ConversionContext:
         self._shapes: dict[str, str] = {}  # ONNX value -> its Shape
         self._sizes: dict[sympy.Expr, str] = {}  # symbolic size -> its 0-d int64 value
         self._symbols: dict[sympy.Symbol, tuple[torch.fx.Node, int, int, int]] | None = None
+        self._origin: tuple[str, str] | None = None  # (fx node name, doc_string) of the node being converted
+        self._node_names: set[str] = set()
+        self._node_counts: dict[str, int] = {}
 
     # ---- names ---------------------------------------------------------------------------------
     @property
@@ -151,6 +242,8 @@ class ConversionContext:
         """
         if isinstance(value, torch.Tensor):
             tensor = value.detach().to("cpu", dtype).contiguous()
+            if is_weight(tensor) and tensor.data_ptr() == value.data_ptr():
+                tensor = tensor.clone()  # a converter's own tensor: hold its value of now, as a copied initializer would
         else:
             tensor = torch.as_tensor(value, dtype=dtype).contiguous()
         key = None
@@ -159,10 +252,18 @@ class ConversionContext:
             if key in self._constants:
                 return self._constants[key]
         name = self.fresh("const")
-        self.initializers.append(_tensor_proto(tensor, name))
+        self._initializer(name, tensor)
         if key is not None:
             self._constants[key] = name
         return name
+
+    def _initializer(self, name: str, tensor: torch.Tensor) -> None:
+        """Add initializer ``name`` holding ``tensor`` (CPU, contiguous): a weight by reference, anything else inline."""
+        if is_weight(tensor):
+            self.initializers.append(weight_placeholder(name, tensor))
+            self.weights[name] = tensor
+        else:
+            self.initializers.append(_tensor_proto(tensor, name))
 
     def parameter(self, node: torch.fx.Node) -> str:
         """The initializer for a get_attr node (a parameter, buffer or lifted constant), named after it."""
@@ -172,14 +273,39 @@ class ConversionContext:
         if not isinstance(obj, torch.Tensor):
             raise ConversionError(f"{describe(node)} does not refer to a tensor")
         onnx_dtype(obj.dtype)  # a float64 buffer has no place in a TensorRT engine
-        self.initializers.append(_tensor_proto(obj.detach().cpu().contiguous(), node.name))
+        self._initializer(node.name, obj.detach().cpu().contiguous())  # the graph's own tensor: no copy
         return node.name
 
     def add(self, op_type: str, inputs: list[str], num_outputs: int = 1, **attrs: Any) -> str | list[str]:
         """Emit one ONNX node with fresh output names; "" in ``inputs`` marks an omitted optional input."""
         outputs = [self.fresh(op_type.lower()) for _ in range(num_outputs)]
-        self.nodes.append(helper.make_node(op_type, list(inputs), outputs, **attrs))
+        self.add_node(op_type, inputs, outputs, **attrs)
         return outputs[0] if num_outputs == 1 else outputs
+
+    def add_node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], **attrs: Any) -> None:
+        """Emit one ONNX node with the given output names (the interpreter's ``output_0``...), named and
+        documented after the fx node being converted like every other node."""
+        origin, doc = self._origin or ("", "")
+        base = f"{origin}/{op_type}" if origin else op_type
+        count = self._node_counts.get(base, 0)
+        name = base if count == 0 else f"{base}_{count}"
+        while name in self._node_names:
+            count += 1
+            name = f"{base}_{count}"
+        self._node_counts[base] = count + 1
+        self._node_names.add(name)
+        self.nodes.append(helper.make_node(op_type, list(inputs), list(outputs), name=name, doc_string=doc or None, **attrs))
+
+    @contextlib.contextmanager
+    def converting(self, node: torch.fx.Node, converter: Any) -> Iterator[None]:
+        """While converting ``node`` with ``converter`` (a function, or its name): every node emitted is named
+        ``f"{node.name}/{op_type}"`` and documented with :func:`node_origin`."""
+        label = converter if isinstance(converter, str) else converter_name(converter)
+        previous, self._origin = self._origin, (node.name, node_origin(node, label))
+        try:
+            yield
+        finally:
+            self._origin = previous
 
     # ---- sizes: ints and SymInts as int64 ONNX values ---------------------------------------------
     def shape_of(self, name: str) -> str:
@@ -345,12 +471,19 @@ _SIZE_OPS: dict[type, Callable[[ConversionContext, str, str], str]] = {
 
 __all__ = [
     "OPSET",
+    "WEIGHT_LOCATION",
     "ConversionContext",
     "ConversionError",
+    "converter_name",
     "describe",
     "int_floor_divide",
     "int_op",
     "is_symint",
+    "is_weight",
+    "node_origin",
     "onnx_dtype",
     "value_info",
+    "weight_bytes",
+    "weight_placeholder",
+    "with_weights",
 ]

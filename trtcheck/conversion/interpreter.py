@@ -7,14 +7,36 @@ ONNX Runtime on machines without a GPU) executes.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
 import onnx
 import torch
 import torch.fx
 from onnx import helper
 
 from trtcheck.conversion import registry
-from trtcheck.conversion.context import OPSET, ConversionContext, describe, value_info
+from trtcheck.conversion.context import OPSET, ConversionContext, describe, value_info, with_weights
 from trtcheck.errors import ConversionError
+
+# The dict ``held_weights`` yields while it is active (else None): see there.
+_HELD: contextvars.ContextVar[dict[str, torch.Tensor] | None] = contextvars.ContextVar("trtcheck_held_weights", default=None)
+
+
+@contextlib.contextmanager
+def held_weights() -> Iterator[dict[str, torch.Tensor]]:
+    """While active, ``segment_to_onnx`` returns its model with the weights left out: each weight initializer
+    (``is_weight``: more than 1024 elements) is a placeholder (``weight_placeholder``: dtype, dims, data external
+    in memory) and its tensor, the graph's own (no copy), goes into the dict this yields, by initializer name.
+    ``with_weights(model, weights)`` is the self-contained model; engines take the two apart (``build_engine``'s
+    ``weights``), so that compiling copies each weight once, into its engine. One segment per activation."""
+    weights: dict[str, torch.Tensor] = {}
+    token = _HELD.set(weights)
+    try:
+        yield weights
+    finally:
+        _HELD.reset(token)
 
 
 def _convert_node(ctx: ConversionContext, node: torch.fx.Node) -> None:
@@ -27,7 +49,8 @@ def _convert_node(ctx: ConversionContext, node: torch.fx.Node) -> None:
         why = f": {reason}" if reason else (f" (its validator raised {type(error).__name__}: {error})" if error else "")
         raise ConversionError(f"the converter for {node.target} rejects {describe(node)}{why}")
     try:
-        result = converter.fn(ctx, node)
+        with ctx.converting(node, converter.fn):
+            result = converter.fn(ctx, node)
     except ConversionError:
         raise
     except Exception as exc:  # a converter bug must name the node it failed on
@@ -73,7 +96,7 @@ def _check_outputs(model: onnx.ModelProto, results: list[torch.fx.Node]) -> None
     symbol cannot be compared (inference names what it cannot relate to the inputs ``unk__0``).
     """
     bare = onnx.ModelProto()
-    bare.CopyFrom(model)
+    bare.CopyFrom(model)  # weight-free (``_weightless``): a cheap copy
     for output in bare.graph.output:
         output.ClearField("type")
     try:
@@ -139,23 +162,45 @@ def segment_to_onnx(gm: torch.fx.GraphModule, opset: int = OPSET) -> onnx.ModelP
                 if name in ctx.taken_names:
                     raise ConversionError(f"segment value name {name!r} clashes with an ONNX output name")
                 # Always an Identity: outputs may alias inputs, constants or each other.
-                ctx.nodes.append(helper.make_node("Identity", [ctx.name(result)], [name]))
+                with ctx.converting(node, segment_to_onnx):
+                    ctx.add_node("Identity", [ctx.name(result)], [name])
                 outputs.append(value_info(name, result.meta.get("val")))
                 output_nodes.append(result)
         else:
             raise ConversionError(f"unsupported {describe(node)} in a segment")
     nodes, initializers = _live(ctx.nodes, ctx.initializers, [o.name for o in outputs])
-    graph = helper.make_graph(nodes, "trtcheck_segment", inputs, outputs, initializers)
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="trtcheck"
-    )
-    model.ir_version = min(model.ir_version, 8)  # opset 17 pairs with IR 8: older runtimes load it
-    _check_outputs(model, output_nodes)
+    weights = {t.name: ctx.weights[t.name] for t in initializers if t.name in ctx.weights}
+    model = _model(helper.make_graph(nodes, "trtcheck_segment", inputs, outputs, initializers), opset)
+    checked = _weightless(model, weights)
+    _check_outputs(checked, output_nodes)
     try:
-        onnx.checker.check_model(model, full_check=True)
+        onnx.checker.check_model(checked, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         raise ConversionError(f"the ONNX model of this segment is invalid: {exc}") from exc
+    held = _HELD.get()
+    if held is None:
+        return with_weights(model, weights)
+    held.clear()
+    held.update(weights)
     return model
 
 
-__all__ = ["OPSET", "segment_to_onnx"]
+def _model(graph: onnx.GraphProto, opset: int) -> onnx.ModelProto:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="trtcheck")
+    model.ir_version = min(model.ir_version, 8)  # opset 17 pairs with IR 8: older runtimes load it
+    return model
+
+
+def _weightless(model: onnx.ModelProto, weights: dict[str, torch.Tensor]) -> onnx.ModelProto:
+    """``model`` (weights as placeholders) with every weight a graph input of its dtype and shape instead: what the
+    checker and shape inference read. They type every node alike either way (a weight's values are never read:
+    shapes and axes are no weights), and skip the serialization and parsing of hundreds of megabytes of data
+    (converting vit_b_16 spent 12 s of 21 in ``SerializeToString``); the weights' data needs no check, being
+    exactly their tensors' bytes."""
+    graph = model.graph
+    declared = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in graph.initializer if t.name in weights]
+    kept = [t for t in graph.initializer if t.name not in weights]
+    return _model(helper.make_graph(list(graph.node), graph.name, [*graph.input, *declared], list(graph.output), kept), OPSET)
+
+
+__all__ = ["OPSET", "held_weights", "segment_to_onnx"]

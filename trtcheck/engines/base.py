@@ -21,6 +21,7 @@ import onnx
 import torch
 
 from trtcheck import dtypes
+from trtcheck.conversion.context import with_weights
 from trtcheck.errors import BackendError, BackendUnavailableError, EngineBuildError
 from trtcheck.shapes import ShapeRange, TensorSpec
 
@@ -115,6 +116,9 @@ class Engine(abc.ABC):
     """
 
     backend: ClassVar[str]
+    takes_weights: ClassVar[bool] = False
+    """True when ``build`` takes ``weights=`` (the data of the model's weight placeholders, tensors in memory);
+    ``build_engine`` gives every other backend the self-contained model (``with_weights``)."""
     install_hint: ClassVar[str] = ""
     """How to make an unavailable backend available (shown after ``unavailable_reason``)."""
     inputs: tuple[TensorSpec, ...]
@@ -368,6 +372,7 @@ def build_engine(
     engines_in_model: int = 1,
     settings: Settings | None = None,
     shape_ranges: Mapping[str, ShapeRange] | None = None,
+    weights: Mapping[str, torch.Tensor] | None = None,
 ) -> Engine:
     """Build an engine running ``model`` on ``backend`` (see ``resolve_backend``).
 
@@ -377,7 +382,14 @@ def build_engine(
     depend on it (``Engine.build``). ``settings`` carries the builder options of backends that have
     them (TensorRT's precision, workspace and engine cache); None means the defaults. ``shape_ranges``:
     the (min, opt, max) of every dynamic input (a negative dimension in its spec), from shape analysis.
+    ``weights``: the tensors of ``model``'s weight placeholders by initializer name (a segment converted under
+    ``held_weights``: the model holds no weight data); a backend that takes them (``Engine.takes_weights``)
+    copies each once into its engine, any other gets the self-contained model.
     """
     engine_cls = _BACKENDS[resolve_backend(backend)]
+    if weights and not engine_cls.takes_weights:
+        model, weights = with_weights(model, weights), None
     build = functools.partial(engine_cls.build, model, tuple(inputs), tuple(outputs), engines_in_model=engines_in_model, settings=settings)
+    if weights:
+        build = functools.partial(build, weights=weights)
     return build(shape_ranges=shape_ranges) if shape_ranges else build()

@@ -8,6 +8,7 @@ than the op it decomposes; everything else is PyTorch's own, so the graph stays 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -74,14 +75,29 @@ _KEEP: tuple[Any, ...] = (
 )
 
 
-def core_aten_table() -> Any:
-    """PyTorch's default core-ATen decomposition table, with trtcheck's corrections and ``_KEEP`` kept whole."""
+def core_aten_table(keep: Callable[[Any], bool] | None = None) -> Any:
+    """PyTorch's default core-ATen decomposition table, with trtcheck's corrections and ``_KEEP`` kept whole.
+
+    ``keep`` (the ``torch_executed_ops`` matcher) keeps more ops whole: an op forced to PyTorch must survive
+    lowering to be forced at all (``linear``, ``softmax``, ``layer_norm`` would otherwise decompose into ops
+    the setting never names), as Torch-TensorRT keeps ``torch_executed_ops`` out of its decompositions.
+    """
     table = torch.export.default_decompositions()
     for op in _KEEP:
         table.pop(op, None)
+    if keep is not None:
+        for op in [op for op in table if keep(op)]:
+            del table[op]
     for op, decomposition in _CORRECTIONS.items():
         table[op] = decomposition
     return table
 
 
-__all__ = ["core_aten_table"]
+def kept_whole(keep: Callable[[Any], bool] | None) -> frozenset[Any]:
+    """The ops of the default table ``keep`` keeps whole: what a lowering made with it differs by."""
+    if keep is None:
+        return frozenset()
+    return frozenset(op for op in torch.export.default_decompositions() if keep(op))
+
+
+__all__ = ["core_aten_table", "kept_whole"]

@@ -9,17 +9,23 @@ already ATen is taken as it is, and only its missing metadata is filled in.
 from __future__ import annotations
 
 import operator
+import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.fx
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from trtcheck.errors import LoweringError
-from trtcheck.lowering.decompositions import core_aten_table
-from trtcheck.lowering.graph import is_aten_graph, writes_to
+from trtcheck.lowering.decompositions import core_aten_table, kept_whole
+from trtcheck.lowering.graph import copy_graph_module, is_aten_graph, writes_to
 from trtcheck.lowering.symbols import DIM_NAMES, RANGES, finite
 
 
@@ -29,6 +35,7 @@ def lower(
     example_kwargs: Mapping[str, Any] | None = None,
     *,
     dynamic_shapes: Any = None,
+    keep: Callable[[Any], bool] | None = None,
 ) -> torch.fx.GraphModule:
     """Lower ``model`` to a core-ATen ``GraphModule``; ATen ``GraphModule`` inputs are reused as they are.
 
@@ -42,14 +49,20 @@ def lower(
     ``dynamic_shapes`` is ``torch.export.export``'s argument (``torch.export.Dim`` per dynamic dimension):
     the graph's metadata then carries symbolic sizes, and ``gm.meta[RANGES]`` each symbol's range
     (``symbol_ranges``), which shape analysis and the engines' shape profiles are built from.
+
+    ``keep`` (the ``torch_executed_ops`` matcher, ``names.resolve_ops``) keeps the ops it matches out of
+    decomposition, so an op forced to PyTorch is still there to force; ``gm.meta[KEPT]`` records which ops of
+    the decomposition table were kept, so a lowering made for other settings is not reused for these.
     """
+    if isinstance(model, (str, os.PathLike)):
+        model = _load_program(model)
     if isinstance(model, torch.export.ExportedProgram):
         if dynamic_shapes is not None:
             raise LoweringError(
                 "dynamic_shapes was given with an ExportedProgram: its dynamic dimensions were fixed when it was "
                 "exported. Fix: pass dynamic_shapes to torch.export.export instead, or pass the nn.Module"
             )
-        return lower_program(model)
+        return _kept(lower_program(model, keep), keep)
     if not isinstance(model, torch.nn.Module):
         raise LoweringError(
             f"expected a torch.nn.Module, torch.fx.GraphModule or torch.export.ExportedProgram, got "
@@ -67,7 +80,75 @@ def lower(
                 "its shapes). Fix: pass the nn.Module, or an ExportedProgram exported with dynamic_shapes"
             )
         return _reuse_aten_graph(model, example_inputs)
-    return _export(model, tuple(example_inputs), dict(example_kwargs or {}), dynamic_shapes)
+    return _kept(_export(model, tuple(example_inputs), dict(example_kwargs or {}), dynamic_shapes, keep), keep)
+
+
+@dataclass(frozen=True)
+class Source:
+    """What ``compile`` and ``verify`` work from, for every kind of model they take: ``lowerable`` is what
+    lowers (the ``nn.Module``, or the ``ExportedProgram``, lowered as exported), ``eager`` what runs in PyTorch
+    (the module, or ``program.module()``), and the example inputs (a program's own when none are given)."""
+
+    lowerable: torch.nn.Module | torch.export.ExportedProgram
+    eager: torch.nn.Module
+    example_args: tuple
+    example_kwargs: dict
+
+
+def source_of(model: Any, example_inputs: Sequence[Any] | None, example_kwargs: Mapping[str, Any] | None = None) -> Source:
+    """The ``Source`` of ``model``: an ``nn.Module``, a ``torch.export.ExportedProgram`` or a ``.pt2`` file's path
+    (``torch.export.save``). A program's stored example inputs serve when ``example_inputs`` is None."""
+    if isinstance(model, (str, os.PathLike)):
+        model = _load_program(model)
+    if isinstance(model, torch.export.ExportedProgram):
+        if example_inputs is None:
+            stored = getattr(model, "example_inputs", None)
+            if stored is None:
+                raise LoweringError(
+                    "the exported program stores no example inputs: pass example_inputs (the tuple it was exported with)"
+                )
+            example_inputs, example_kwargs = stored[0], {**dict(stored[1] or {}), **dict(example_kwargs or {})}
+        return Source(model, model.module(), tuple(example_inputs), dict(example_kwargs or {}))
+    if not isinstance(model, torch.nn.Module):
+        raise LoweringError(
+            f"expected a torch.nn.Module, torch.export.ExportedProgram or a .pt2 file's path, got {type(model).__name__}: "
+            "wrap a function in an nn.Module whose forward calls it"
+        )
+    if example_inputs is None:
+        raise LoweringError(f"example_inputs is required for {type(model).__name__}: the tuple of forward's positional inputs")
+    if not isinstance(example_inputs, (tuple, list)):
+        raise LoweringError(
+            f"example_inputs must be a tuple of the model's positional inputs, got {type(example_inputs).__name__}: "
+            "write (x,) for a single input"
+        )
+    return Source(model, model, tuple(example_inputs), dict(example_kwargs or {}))
+
+
+KEPT = "trtcheck_kept_whole"
+"""``GraphModule.meta`` key: the ops of the decomposition table a lowering kept whole (``core_aten_table(keep)``);
+absent from a user's own ATen graph, which trtcheck never decomposed."""
+
+
+def _kept(gm: torch.fx.GraphModule, keep: Callable[[Any], bool] | None) -> torch.fx.GraphModule:
+    gm.meta[KEPT] = kept_whole(keep)
+    return gm
+
+
+def keeps(gm: torch.fx.GraphModule, keep: Callable[[Any], bool] | None) -> bool:
+    """Whether lowering ``gm`` kept whole every op of the decomposition table that ``keep`` matches: a shared
+    lowering (``LoweringCache``) serves settings whose forced ops it did not decompose away."""
+    return KEPT not in gm.meta or kept_whole(keep) <= gm.meta[KEPT]
+
+
+def _load_program(path: str | os.PathLike) -> torch.export.ExportedProgram:
+    """A ``.pt2`` file saved by ``torch.export.save``, loaded to be lowered as exported."""
+    try:
+        return torch.export.load(path)
+    except Exception as error:  # noqa: BLE001 - torch.export.load raises many types for a bad file
+        raise LoweringError(
+            f"{os.fspath(path)}: not a program saved by torch.export.save ({type(error).__name__}: {_first_lines(error, 1)}); "
+            "pass an nn.Module or ExportedProgram, or save one with torch.export.save(torch.export.export(model, args), 'model.pt2')"
+        ) from error
 
 
 def independent_inputs(args: Sequence[Any], kwargs: Mapping[str, Any] | None = None) -> tuple[tuple, dict]:
@@ -98,11 +179,20 @@ def independent_inputs(args: Sequence[Any], kwargs: Mapping[str, Any] | None = N
     return torch.utils._pytree.tree_map(own, (tuple(args), dict(kwargs or {})))
 
 
-def _export(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any = None) -> torch.fx.GraphModule:
+def _export(
+    model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any = None, keep: Callable[[Any], bool] | None = None
+) -> torch.fx.GraphModule:
     try:
         program = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
     except Exception as error:  # torch.export raises many unrelated types
-        _raise_if_inputs_do_not_fit(model, args, kwargs)
+        if _raise_if_inputs_do_not_fit(model, args, kwargs):  # eager ran fine, and ran autograd inside forward
+            if dynamic_shapes is None:
+                return _trace_through_autograd(model, args, kwargs, error, keep)
+            raise LoweringError(
+                f"{type(model).__name__}.forward runs autograd (torch.autograd.grad or backward), which torch.export "
+                f"cannot trace ({type(error).__name__}: {_first_lines(error, 1)}); trtcheck traces such a forward "
+                "with make_fx instead, which takes no dynamic_shapes. Fix: drop dynamic_shapes (compile once per size)"
+            ) from error
         if dynamic_shapes is not None and _is_constraint_error(error):
             raise LoweringError(
                 f"torch.export could not keep the dynamic dimensions of {type(model).__name__}: "
@@ -117,7 +207,7 @@ def _export(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: A
             "objects among the inputs; see https://pytorch.org/docs/stable/export.html), check that the "
             "example inputs match forward's signature, or pass a torch.fx.GraphModule of ATen ops instead."
         ) from error
-    gm = _module_of(_decompose(program, type(model).__name__))
+    gm = _module_of(_decompose(program, type(model).__name__, keep))
     if dynamic_shapes is not None:
         gm.meta[DIM_NAMES] = _dim_names(gm, model, args, kwargs, dynamic_shapes)
     return gm
@@ -194,12 +284,12 @@ def _first_lines(error: BaseException, count: int) -> str:
     return "\n".join(str(error).strip().splitlines()[:count]) or type(error).__name__
 
 
-def lower_program(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+def lower_program(program: torch.export.ExportedProgram, keep: Callable[[Any], bool] | None = None) -> torch.fx.GraphModule:
     """The core-ATen ``GraphModule`` of an already exported program (no second trace)."""
-    return _module_of(_decompose(program, "the exported program"))
+    return _module_of(_decompose(program, "the exported program", keep))
 
 
-def _decompose(program: torch.export.ExportedProgram, what: str) -> torch.export.ExportedProgram:
+def _decompose(program: torch.export.ExportedProgram, what: str, keep: Callable[[Any], bool] | None = None) -> torch.export.ExportedProgram:
     """``program`` decomposed to core ATen, surviving PyTorch's decomposition bugs where a repair is known.
 
     A decomposition can turn a ``view`` of a value that was contiguous when traced into a ``view`` of a
@@ -210,7 +300,7 @@ def _decompose(program: torch.export.ExportedProgram, what: str) -> torch.export
     too is it a ``LoweringError``, naming the node, the op and the torch version.
     """
     try:
-        return program.run_decompositions(core_aten_table())
+        return program.run_decompositions(core_aten_table(keep))
     except Exception as error:  # noqa: BLE001 - any failure: repair and retry once, then report the first
         first = error
     views = [node for node in program.graph.nodes if node.target is torch.ops.aten.view.default]
@@ -218,7 +308,7 @@ def _decompose(program: torch.export.ExportedProgram, what: str) -> torch.export
         try:
             for node in views:
                 node.target = torch.ops.aten.reshape.default
-            return program.run_decompositions(core_aten_table())
+            return program.run_decompositions(core_aten_table(keep))
         except Exception:  # noqa: BLE001 - the repair did not help: the first error is the one to report
             pass
         finally:
@@ -235,15 +325,17 @@ def _decompose(program: torch.export.ExportedProgram, what: str) -> torch.export
     ) from first
 
 
-def _raise_if_inputs_do_not_fit(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-    """When export failed, tell "the example inputs do not fit the model" apart from "not exportable".
+def _raise_if_inputs_do_not_fit(model: torch.nn.Module, args: tuple, kwargs: dict) -> bool:
+    """When export failed, tell "the example inputs do not fit the model" apart from "not exportable"; True
+    when eager ran the autograd engine inside ``forward``.
 
     Eager runs with autograd on, as a user's forward may need it (``torch.autograd.grad`` inside forward:
     physics-informed nets, force fields), so only a failure of eager itself blames the inputs; otherwise
-    the caller reports what export refused.
+    the caller reports what export refused, or traces a forward that runs autograd another way.
     """
+    probe = _AutogradProbe()
     try:
-        with torch.enable_grad():
+        with torch.enable_grad(), probe:
             model(*args, **kwargs)
     except Exception as error:  # noqa: BLE001 - any failure of eager itself means the inputs do not fit
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -256,6 +348,54 @@ def _raise_if_inputs_do_not_fit(model: torch.nn.Module, args: tuple, kwargs: dic
             f"{type(error).__name__}: {first_line}\nGiven: ({shapes}). Fix: pass example inputs that "
             f"{type(model).__name__}.forward accepts (right count, shapes and dtypes)"
         ) from error
+    return probe.ran_autograd
+
+
+class _AutogradProbe(TorchDispatchMode):
+    """Notes whether any op ran inside the autograd engine (a backward pass) while the mode was active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ran_autograd = False
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if not self.ran_autograd and torch._C._current_graph_task_id() != -1:
+            self.ran_autograd = True
+        return func(*args, **(kwargs or {}))
+
+
+def _trace_through_autograd(
+    model: torch.nn.Module, args: tuple, kwargs: dict, refused: Exception, keep: Callable[[Any], bool] | None = None
+) -> torch.fx.GraphModule:
+    """The core-ATen graph of a ``forward`` that runs autograd (``torch.autograd.grad`` of an energy, a
+    physics-informed loss): torch.export cannot trace it (torch 2.14: "We found a fake tensor in the exported
+    program constant's list"), ``make_fx`` can, one level below autograd, so the backward ops it runs are in
+    the graph like any other. It follows the example's Python control flow, as export would have refused to,
+    so the compiled module serves that path: verify's input sets check it. Parameters become constants of
+    the graph; the graph takes and returns the model's own input and output structure."""
+    flat, in_spec = tree_flatten((args, kwargs))
+
+    def flat_forward(*leaves: Any) -> Any:
+        call_args, call_kwargs = tree_unflatten(list(leaves), in_spec)
+        return tree_flatten(model(*call_args, **call_kwargs))[0]
+
+    try:
+        gm = make_fx(flat_forward, decomposition_table=core_aten_table(keep), tracing_mode="real")(*flat)
+        out_spec = tree_flatten(model(*args, **kwargs))[1]
+    except Exception as error:
+        raise LoweringError(
+            f"{type(model).__name__}.forward runs autograd, which torch.export cannot trace ({type(refused).__name__}: "
+            f"{_first_lines(refused, 1)}), and tracing it with make_fx failed too: {type(error).__name__}: "
+            f"{_first_lines(error, 1)}\nFix: compute the gradient outside the model and pass it in, or pass a "
+            "torch.fx.GraphModule of ATen ops"
+        ) from error
+    names = [f"arg{i}" for i in range(len(args))] + list(kwargs)  # the top-level inputs, as forward takes them
+    gm.graph._codegen = _PyTreeCodeGen(_PyTreeInfo(names, in_spec, out_spec))
+    drop_assertions(gm)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    gm.meta[RANGES] = {}
+    return gm
 
 
 def _fill_in_place_values(gm: torch.fx.GraphModule) -> None:
@@ -324,6 +464,12 @@ def _reuse_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -
                 f"could not infer shapes of the GraphModule from the example inputs: {type(error).__name__}: "
                 f"{error}\nFix: pass example inputs whose shapes and dtypes the graph accepts"
             ) from error
+    if any(node.op == "call_function" and not node.users and not node.is_impure() for node in gm.graph.nodes):
+        # A result nothing reads is no work for an engine (a segment of only a dead sym_size has no output, and
+        # ONNX Runtime refuses a model without one): a copy without dead code; the user's graph stays as it is.
+        gm = copy_graph_module(gm)
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
     return gm
 
 
@@ -341,33 +487,35 @@ class LoweringCache:
     """
 
     def __init__(self) -> None:
-        self._graphs: dict[str, torch.fx.GraphModule] = {}
+        self._graphs: dict[tuple[str, frozenset], torch.fx.GraphModule] = {}
 
-    def get(self, key: str, build: Any, dynamic_shapes: Any = None) -> torch.fx.GraphModule:
+    def get(self, key: str, build: Any, dynamic_shapes: Any = None, keep: Callable[[Any], bool] | None = None) -> torch.fx.GraphModule:
         """The lowered graph of ``build()`` (a callable returning ``(model, example_inputs)``), lowered once
-        (with torch.export's ``dynamic_shapes``, when given)."""
-        if key not in self._graphs:
+        (with torch.export's ``dynamic_shapes``, when given) per set of ops ``keep`` keeps whole: settings
+        forcing only ops that are not decomposed anyway (``relu``) share one lowering."""
+        cached = (key, kept_whole(keep))
+        if cached not in self._graphs:
             start = time.perf_counter()
-            first = _lower_fresh(build, dynamic_shapes)
+            first = _lower_fresh(build, dynamic_shapes, keep)
             first.meta[LOWERING_SECONDS] = time.perf_counter() - start
-            second = _lower_fresh(build, dynamic_shapes)
+            second = _lower_fresh(build, dynamic_shapes, keep)
             difference = _graph_difference(first, second)
             if difference:
                 raise LoweringError(
                     f"lowering {key} twice from scratch gave different graphs ({difference}): torch.export or a "
                     "decomposition is not deterministic for this model, so no partition of it can be reproduced"
                 )
-            self._graphs[key] = first
-        return self._graphs[key]
+            self._graphs[cached] = first
+        return self._graphs[cached]
 
     def __len__(self) -> int:
         return len(self._graphs)
 
 
-def _lower_fresh(build: Any, dynamic_shapes: Any = None) -> torch.fx.GraphModule:
+def _lower_fresh(build: Any, dynamic_shapes: Any = None, keep: Callable[[Any], bool] | None = None) -> torch.fx.GraphModule:
     model, example_inputs = build()
     args, kwargs = independent_inputs(example_inputs)
-    return lower(model, args, kwargs, dynamic_shapes=dynamic_shapes)
+    return lower(model, args, kwargs, dynamic_shapes=dynamic_shapes, keep=keep)
 
 
 def _graph_difference(a: torch.fx.GraphModule, b: torch.fx.GraphModule) -> str:

@@ -8,6 +8,7 @@ every buffer the graph writes into), and every phase above reads them from here.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 
 import torch
 import torch.fx
@@ -29,6 +30,57 @@ def writes_to(user: torch.fx.Node, value: torch.fx.Node) -> bool:
             if given is value:
                 return True
     return False
+
+
+_WRITTEN_ARGUMENTS: dict[object, tuple[tuple[int, str], ...]] = {}  # per overload: the (position, name) it writes
+
+
+def written_values(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The values ``node`` writes into in place (``copy_``'s ``self``, ``index_copy_``'s ``self``): an ATen
+    overload whose schema marks an argument as written. Cached per overload: this is asked of every node."""
+    target = node.target
+    if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+        return []
+    written = _WRITTEN_ARGUMENTS.get(target)
+    if written is None:
+        written = _WRITTEN_ARGUMENTS[target] = tuple(
+            (index, argument.name)
+            for index, argument in enumerate(target._schema.arguments)
+            if argument.alias_info is not None and argument.alias_info.is_write
+        )
+    found = []
+    for index, name in written:
+        given = node.args[index] if index < len(node.args) else node.kwargs.get(name)
+        if isinstance(given, torch.fx.Node):
+            found.append(given)
+    return found
+
+
+def state_order(nodes: Sequence[torch.fx.Node]) -> dict[torch.fx.Node, list[torch.fx.Node]]:
+    """The orderings among ``nodes`` that no data edge carries: around an in-place write of a value (a buffer or
+    an input ``forward`` updates: ``cache.index_copy_(...)`` becomes a ``copy_`` into it), every read or write
+    of that value before it in graph order must stay before it, and every one after it after it.
+
+    A read of the old value does not depend on the write that follows it, nor a read of the new value on the
+    write before it, so a segmentation that reorders nodes along data edges alone may run a Torch segment
+    holding the write before an engine still reading the old value. Returns, per node, the nodes that must
+    run before it besides its inputs; segmentations and the topological check treat them like inputs.
+    """
+    writers = [(node, values) for node in nodes if (values := written_values(node))]
+    if not writers:  # the common case, and the one the partitioner's rounds pay for on every large graph
+        return {}
+    position = {node: index for index, node in enumerate(nodes)}
+    extra: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    for writer, values in writers:
+        for value in values:
+            for other in value.users:
+                if other is writer or other not in position:
+                    continue
+                if position[other] < position[writer]:
+                    extra.setdefault(writer, []).append(other)
+                else:
+                    extra.setdefault(other, []).append(writer)
+    return extra
 
 
 def is_mutable_state(node: torch.fx.Node) -> bool:

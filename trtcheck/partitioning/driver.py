@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from trtcheck.errors import GraphMustChange, PartitionError
+from trtcheck.errors import GraphMustChange, PartitionError, UnmatchedOpError
 from trtcheck.lowering.export import lower
 from trtcheck.lowering.graph import copy_graph_module
 from trtcheck.names import ModuleMatcher, checked_settings, resolve_modules, resolve_ops
@@ -48,7 +48,7 @@ def partition(
     ``dynamic_shapes``: torch.export's argument (``torch.export.Dim`` per dynamic size), see ``trtcheck.lower``.
     """
     settings = checked_settings(settings)
-    gm = lower(model, example_inputs, example_kwargs, dynamic_shapes=dynamic_shapes)
+    gm = lower(model, example_inputs, example_kwargs, dynamic_shapes=dynamic_shapes, keep=resolve_ops(settings.torch_executed_ops))
     owner = model if isinstance(model, torch.nn.Module) else None  # an ExportedProgram: its graph's meta names modules
     forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph, owner)
     if gm is not model:  # lowering made a new graph: ours to rewrite
@@ -81,7 +81,26 @@ def partition_graph(
     """
     settings = checked_settings(settings)
     with _gc_paused():
-        return _partition_graph(gm, settings, support, forced_modules, may_change_graph)
+        result = _partition_graph(gm, settings, support, forced_modules, may_change_graph)
+    _check_forced_ops_matched(result)
+    return result
+
+
+def _check_forced_ops_matched(result: Partition) -> None:
+    """An op named in ``torch_executed_ops`` that no node of the graph (or of its branches) calls would force
+    nothing: a ``SettingsError`` naming it, never a setting that silently matches nothing. (Lowering keeps
+    forced ops out of decomposition, so an op the model calls is still there.)"""
+    unmatched = resolve_ops(result.settings.torch_executed_ops).unmatched(part.graph_module.graph for _, part in result.walk())
+    if unmatched:
+        ops = sorted({
+            str(node.target) for _, part in result.walk() for node in part.graph_module.graph.nodes
+            if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+        })
+        shown = ", ".join(ops[:20]) + (", ..." if len(ops) > 20 else "")
+        raise UnmatchedOpError(
+            f"torch_executed_ops: {', '.join(map(repr, unmatched))} matches no node of the lowered graph: the model "
+            f"does not call it, so it would force nothing. Remove it, or name one of the graph's ops: {shown}"
+        )
 
 
 @contextlib.contextmanager

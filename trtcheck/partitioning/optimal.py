@@ -45,7 +45,7 @@ import torch
 import torch.fx
 from torch import Tensor
 
-from trtcheck.lowering.graph import is_mutable_state
+from trtcheck.lowering.graph import is_mutable_state, state_order
 from trtcheck.lowering.symbols import value_bytes
 from trtcheck.partitioning.model import Segment
 from trtcheck.partitioning.nodes import is_getitem, is_tensor_value
@@ -135,6 +135,14 @@ def _structure(nodes: Sequence[torch.fx.Node]) -> _Graph:
             reads_g.append(v)
             if u is not None:
                 preds_g.append(u)
+                succs[u].append(g)
+    # Reads and writes around an in-place write keep their order: edges without a value (no bytes cross them).
+    for node, befores in state_order(nodes).items():
+        g = group_of[node]
+        for before in befores:
+            u = group_of.get(before)
+            if u is not None and u != g:
+                preds[g].append(u)
                 succs[u].append(g)
     return _Graph(members, [], preds, succs, reads, made, producer, size, readers, sorted(non_tensor))
 

@@ -4,7 +4,8 @@ Both strategies are one linear pass over the nodes in graph order:
 
 * ``naive`` starts a new segment at every change of target.
 * ``dependency_aware`` (the seed's "Dependency Aware Partitioning") keeps a TensorRT list and a Torch
-  list open at once and finalizes a list only when the next node depends on it and has the other target.
+  list open at once and finalizes a list only when the next node depends on it and has the other target
+  (its data, or the order of reads and writes around an in-place write: ``lowering.graph.state_order``).
   Nodes thereby move across a boundary only past nodes they do not depend on, so every segment's inputs
   are produced by earlier segments, and for the same targets it never has more segments than ``naive``.
 
@@ -18,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 import torch.fx
 
+from trtcheck.lowering.graph import state_order
 from trtcheck.partitioning.model import Segment
 from trtcheck.partitioning.nodes import is_getitem
 from trtcheck.partitioning.optimal import optimal
@@ -54,7 +56,9 @@ def _join_producer(node: torch.fx.Node, segment_of: dict[torch.fx.Node, Segment]
 
 
 def dependency_aware(nodes: Sequence[torch.fx.Node], targets: dict[torch.fx.Node, Target]) -> list[Segment]:
-    """Two open lists; a list is finalized only when a node of the other target depends on it."""
+    """Two open lists; a list is finalized only when a node of the other target depends on it (reads one of its
+    values, or must follow one of its nodes around an in-place write: ``state_order``)."""
+    order = state_order(nodes)
     segments: list[Segment] = []
     open_lists: dict[Target, Segment] = {}
     opened_at: dict[Target, int] = {}
@@ -64,7 +68,7 @@ def dependency_aware(nodes: Sequence[torch.fx.Node], targets: dict[torch.fx.Node
             continue
         target = targets[node]
         other = open_lists.get(Target.TORCH if target is Target.TENSORRT else Target.TENSORRT)
-        if other is not None and any(segment_of.get(value) is other for value in node.all_input_nodes):
+        if other is not None and any(segment_of.get(value) is other for value in (*node.all_input_nodes, *order.get(node, ()))):
             segments.append(open_lists.pop(other.target))
         current = open_lists.get(target)
         if current is None:

@@ -23,6 +23,7 @@ import torch
 import torch.fx
 
 from trtcheck.engines import Engine
+from trtcheck.engines.onnxruntime import explain_node_names
 from trtcheck.errors import EngineRuntimeError, InputMismatchError
 from trtcheck.lowering.graph import is_mutable_state
 from trtcheck.lowering.symbols import size_hint
@@ -50,9 +51,12 @@ class EngineModule(torch.nn.Module):
                 "(or dynamic_shapes covering it)"
             ) from error
         except Exception as error:  # noqa: BLE001 - a run-time failure must name the engine that failed
+            # An ONNX node the engine's message names (``div/Div``) as the fx node and converter it came from.
+            origin = explain_node_names(str(error), getattr(self.engine, "node_origins", None) or {})
             raise EngineRuntimeError(
                 f"the {self.engine.backend} engine of TensorRT segment @{self.segment_index} failed while running: "
-                f"{type(error).__name__}: {error}. Compile with torch_executed_ops naming this segment's ops "
+                f"{type(error).__name__}: {error}. " + (f"{origin}. " if origin else "")
+                + "Compile with torch_executed_ops naming this segment's ops "
                 "to keep them in PyTorch, and report the segment (trtcheck.verify writes a repro)"
             ) from error
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import trtcheck  # the root, errors and presets import no torch: the plugin loads in every pytest session
-from trtcheck.errors import BackendError, SettingsError
+from trtcheck.errors import BackendError, SettingsError, UnmatchedOpError
 from trtcheck.presets import DEFAULT_PRESETS, resolve_presets
 
 MARKER = "trtcheck"
@@ -242,12 +242,15 @@ def _trtcheck_lowering_cache() -> Any:
 
 
 @pytest.fixture
-def trtcheck_lowered(trtcheck_model_entry: Any, _trtcheck_lowering_cache: Any) -> Any:
-    """The zoo model's lowered graph, made once per process (per xdist worker) and shared by every preset:
-    pass it as ``lowered=`` to ``trtcheck_verify`` / ``trtcheck_compile``. Lowering is most of compile time
-    and does not depend on the settings; its own determinism is checked when it is first made."""
+def trtcheck_lowered(trtcheck_model_entry: Any, trtcheck_settings: Any, _trtcheck_lowering_cache: Any) -> Any:
+    """The zoo model's lowered graph, made once per process (per xdist worker) and shared by every preset that
+    keeps the same ops whole: pass it as ``lowered=`` to ``trtcheck_verify`` / ``trtcheck_compile``. Lowering is
+    most of compile time; its own determinism is checked when it is first made."""
+    from trtcheck.names import resolve_ops  # deferred: torch only in sessions that use trtcheck
+
     entry = trtcheck_model_entry
-    return _trtcheck_lowering_cache.get(entry.name, entry.build, getattr(entry, "dynamic_shapes", None))
+    keep = resolve_ops(trtcheck_settings.torch_executed_ops)
+    return _trtcheck_lowering_cache.get(entry.name, entry.build, getattr(entry, "dynamic_shapes", None), keep)
 
 
 @pytest.fixture
@@ -257,10 +260,25 @@ def trtcheck_settings(trtcheck_preset: Any, request: pytest.FixtureRequest) -> A
     return trtcheck_preset.settings_for(entry.fallback_module if entry is not None else None)
 
 
+def _preset_applies(call: Callable[..., Any]) -> Callable[..., Any]:
+    """``call`` (compile or verify), where a preset forcing an op the model does not call is skipped with the
+    reason: presets are generic (``torch_relu`` meets models without a relu), and trtcheck refuses a forced op
+    that matches nothing (``UnmatchedOpError``) rather than let it force nothing silently."""
+
+    @functools.wraps(call)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, **kwargs)
+        except UnmatchedOpError as error:
+            pytest.skip(f"the preset does not apply to this model: {str(error).split(':', 2)[1].strip()}")
+
+    return run
+
+
 @pytest.fixture
 def trtcheck_compile(trtcheck_settings: Any, trtcheck_config: HarnessConfig) -> Callable[..., Any]:
     """``trtcheck.compile`` with the current preset's settings and the session's backend."""
-    return functools.partial(trtcheck.compile, settings=trtcheck_settings, backend=trtcheck_config.backend)
+    return _preset_applies(functools.partial(trtcheck.compile, settings=trtcheck_settings, backend=trtcheck_config.backend))
 
 
 @pytest.fixture
@@ -279,4 +297,4 @@ def trtcheck_verify(trtcheck_settings: Any, trtcheck_config: HarnessConfig, requ
         options.update(overrides)
         return trtcheck.verify(model, example_inputs, **options)
 
-    return run
+    return _preset_applies(run)

@@ -26,7 +26,6 @@ Static graphs are built exactly as before (``aten_graphs``, ``random_recipe`` an
 
 from __future__ import annotations
 
-import copy
 import math
 import operator
 import random
@@ -39,6 +38,7 @@ import torch.fx
 from hypothesis import strategies as st
 
 from trtcheck.lowering.export import lower
+from trtcheck.lowering.graph import written_values
 
 aten = torch.ops.aten
 
@@ -61,6 +61,7 @@ class _Builder:
         self.batch = batch  # a dynamic graph's example size of dim 0 (``build_dynamic_graph``); None: static
         self.inputs: list[torch.fx.Node] = []
         self._sizes: dict[torch.fx.Node, torch.fx.Node] = {}
+        self.state: torch.fx.Node | None = None  # the mutable buffer, once a step reads or writes it
 
     def call(self, target: Any, *args: Any, **kwargs: Any) -> torch.fx.Node:
         node = self.graph.call_function(target, args, kwargs)
@@ -179,6 +180,37 @@ def _on_positive(target: Any) -> Callable[[_Builder, torch.fx.Node], torch.fx.No
     return lambda b, x: b.call(target, b.call(aten.add.Scalar, b.call(aten.abs.default, x), 1.0))
 
 
+# ---- mutable state: reads and in-place writes of a buffer and of the inputs ----------------------------------
+# A buffer ``forward`` updates and an input it writes into are read before and after the write; the order of
+# those reads around the write is no data edge, and a segmentation that loses it computes with the value of
+# another step (issue 21, defect 1). The buffer is float32 ([1, 3, 3, 3], broadcast by its readers) and what
+# is written into it is widened to float32, never narrowed: a last-bit difference must not flip a rounding.
+def _state(b: _Builder) -> torch.fx.Node:
+    """The graph's one mutable buffer, made at first use."""
+    if b.state is None:
+        b.root.register_buffer("state", (torch.rand([1, *FULL[1:]], generator=b.generator) + 0.5))
+        b.state = b.graph.get_attr("state")
+        b.values[b.state] = b.state.meta["val"] = b.root.state
+    return b.state
+
+
+def _read_state(b: _Builder, x: torch.fx.Node) -> torch.fx.Node:
+    return b.call(aten.add.Tensor, b.full(x), _state(b))
+
+
+def _write_state(b: _Builder, x: torch.fx.Node) -> torch.fx.Node:
+    """``state.copy_(x summed over dim 0)``; the step's value is ``x`` itself (a write makes no new value)."""
+    b.call(aten.copy_.default, _state(b), b.call(aten.sum.dim_IntList, _to_float(b, b.full(x)), [0], True))
+    return x
+
+
+def _write_input(b: _Builder, x: torch.fx.Node) -> torch.fx.Node:
+    """``x0.copy_(-x0)``: an input written in place (a KV cache's update), in its own dtype."""
+    first = b.inputs[0]
+    b.call(aten.copy_.default, first, b.call(aten.neg.default, first))
+    return x
+
+
 # ---- dynamic graphs only (``build_dynamic_graph``): ops whose shape arguments are SymInt arithmetic ----------
 def _batch_cat(b: _Builder, x: torch.fx.Node, y: torch.fx.Node) -> torch.fx.Node:
     """``cat`` on the dynamic dim: ``[2 * batch, 3, 3, 3]``, viewed as ``[2, size(cat, 0) // 2, 3, 3, 3]`` and the
@@ -237,11 +269,15 @@ OPS: dict[str, OpKind] = {
     "size": OpKind(aten.sym_size.int, 1, returns="int", extra_args=(0,)),
     "add_scalar": OpKind(aten.add.Scalar, 1, takes_int=True),
     "mul_scalar": OpKind(aten.mul.Scalar, 1, takes_int=True),
+    "read_state": OpKind(None, 1, emit=_read_state),
+    "write_state": OpKind(None, 1, emit=_write_state),
+    "write_input": OpKind(None, 1, emit=_write_input),
     # No converter in TensorRT: these make fallback happen.
     "lgamma": OpKind(aten.lgamma.default, 1, emit=_on_positive(aten.lgamma.default)),
     "digamma": OpKind(aten.digamma.default, 1, emit=_on_positive(aten.digamma.default)),
 }
 UNSUPPORTED = frozenset({"lgamma", "digamma"})
+STATEFUL = frozenset({"read_state", "write_state", "write_input"})  # in-place writes run in PyTorch (``copy_``)
 SUPPORTED = tuple(name for name in OPS if name not in UNSUPPORTED)
 
 # Dynamic graphs take every op of OPS (their shape arguments become SymInt flows there: ``full``'s expand,
@@ -265,9 +301,10 @@ def unsupported_targets(names: Sequence[str] = tuple(UNSUPPORTED)) -> frozenset:
 
 
 def supports_all_but(names: Sequence[str] = tuple(UNSUPPORTED)) -> Callable[[torch.fx.Node], bool]:
-    """A ``support`` predicate for ``partition``: every op of the random graphs except ``names``."""
+    """A ``support`` predicate for ``partition``: every op of the random graphs except ``names`` and in-place
+    writes (no engine writes into a value it was given: trtcheck has no converter for ``copy_``)."""
     blocked = unsupported_targets(names)
-    return lambda node: node.target not in blocked
+    return lambda node: node.target not in blocked and not written_values(node)
 
 
 @dataclass(frozen=True)
@@ -459,40 +496,6 @@ def build_dynamic_graph(
     return DynamicGraph(body, model, example_inputs, tuple({0: dim} for _ in example_inputs), (low, high), list(recipe), dtype, seed)
 
 
-def float64_twin(graph_module: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """A copy of a random graph that computes every floating-point value in float64: the *exact* result, to
-    within float64 rounding, against which eager's and an engine's rounding errors can be measured.
-
-    Floating weights become float64, ``_to_copy`` to a floating dtype targets float64; call it with float64
-    copies of the floating inputs (integer inputs as they are) under ``torch.set_default_dtype(torch.float64)``
-    (``float64_outputs`` does), so that int64 values promote to float64 too.
-    """
-    twin = torch.fx.GraphModule(
-        {name: buffer.to(torch.float64) if buffer.is_floating_point() else buffer.clone()
-         for name, buffer in graph_module.named_buffers()},
-        copy.deepcopy(graph_module.graph),
-    )
-    for node in twin.graph.nodes:
-        dtype = node.kwargs.get("dtype")
-        if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
-            node.kwargs = {**node.kwargs, "dtype": torch.float64}
-    twin.recompile()
-    return twin
-
-
-def float64_outputs(graph_module: torch.fx.GraphModule, inputs: Sequence[Any]) -> Any:
-    """``float64_twin(graph_module)`` run on ``inputs`` (floating ones made float64)."""
-    twin = float64_twin(graph_module)
-    wide = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        with torch.no_grad():
-            return twin(*wide)
-    finally:
-        torch.set_default_dtype(previous)
-
-
 def steps(ops: Sequence[str] = tuple(OPS)) -> st.SearchStrategy[Step]:
     """One recipe step; the operand picks shrink towards the most recent values."""
     return st.builds(Step, st.sampled_from(list(ops)), st.integers(0, 63), st.integers(0, 63))
@@ -516,7 +519,6 @@ def aten_graphs(
         raise ValueError(f"dtypes must be among {', '.join(map(str, DTYPES))}; got {list(dtypes)}")
     dtype_strategy = st.just(dtypes[0]) if len(dtypes) == 1 else st.sampled_from(list(dtypes))
     return st.builds(build_graph, recipes, seed=seeds if seeds is not None else st.just(0), dtype=dtype_strategy)
-
 
 
 def dynamic_aten_graphs(
@@ -565,7 +567,9 @@ def dynamic_aten_graphs(
     return graphs()
 
 
-TENSOR_ONLY = tuple(name for name, kind in OPS.items() if kind.returns != "int" and not kind.takes_int)
+# Ops with Tensor operands and results only, and no mutable state: what the exhaustive segmentation references
+# (suites/partitioning) enumerate, which know no ordering but data edges.
+TENSOR_ONLY = tuple(name for name, kind in OPS.items() if kind.returns != "int" and not kind.takes_int and name not in STATEFUL)
 
 
 def random_recipe(

@@ -57,8 +57,7 @@ def conversion_differences(first: Converted, again: Converted) -> list[Violation
         return [Violation("determinism", "partitioning the same model again from scratch gave different segments")]
     return [
         Violation("determinism", "converting it again from scratch gave different ONNX bytes", index)
-        for index in sorted(first.onnx_models.keys() | again.onnx_models.keys())
-        if first.onnx_models.get(index) != again.onnx_models.get(index)
+        for index in first.onnx_models.differing(again.onnx_models)
     ] + branch_determinism_violations(first.branches, again.branches)
 
 

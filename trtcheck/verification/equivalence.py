@@ -5,10 +5,17 @@ report, ``compare_outputs`` gives, per output, the error statistics (max/mean ab
 similarity), the tolerance that *would* have passed (so a reviewer can tell a rounding difference from a
 wrong result), the worst elements, and NaN/Inf disagreements.
 
-The pass rule is exactly ``torch.isclose(actual, expected, rtol, atol, equal_nan=True)`` evaluated on the
-tensors as they are, which is ``torch.testing.assert_close``'s rule (with ``equal_nan=True``): trtcheck and
-torch never disagree about whether two outputs match. The statistics, which only describe, are computed in
-float64 so that fp16 differences cannot overflow.
+The first pass rule is exactly ``torch.isclose(actual, expected, rtol, atol, equal_nan=True)`` evaluated on
+the tensors as they are, which is ``torch.testing.assert_close``'s rule (with ``equal_nan=True``): what passes
+torch's own check passes here. The statistics, which only describe, are computed in float64 so that fp16
+differences cannot overflow.
+
+Fixed tolerances misjudge outputs whose rounding error grows with the model (a deep network's logits of
+magnitude 100 differ from eager by 4e-5, but so does eager from the exact result). An output that fails them
+is judged again against a float64 reference when one is given (``judge_against_reference``), as
+``torch._dynamo``'s accuracy check does: it passes when its largest error against float64 is at most
+``REFERENCE_MULTIPLE`` times eager's own largest error against float64, plus a floor of a tenth of the atol.
+The ratio is reported; NaN and Inf disagreements are never excused.
 """
 
 from __future__ import annotations
@@ -89,6 +96,19 @@ class OutputComparison:
     nan_mismatch: int = 0
     inf_mismatch: int = 0
     message: str = ""
+    # Filled by ``judge_against_reference`` for an output that failed the tolerances: the largest errors of the
+    # compiled and of the eager output against float64, and their ratio (None: no reference was consulted).
+    reference_error: float | None = None
+    eager_reference_error: float | None = None
+
+    @property
+    def reference_ratio(self) -> float | None:
+        """Compiled error over eager's error, both against float64 (below ``REFERENCE_MULTIPLE``: as good as eager)."""
+        if self.reference_error is None or self.eager_reference_error is None:
+            return None
+        if self.eager_reference_error == 0:
+            return 0.0 if self.reference_error == 0 else math.inf
+        return self.reference_error / self.eager_reference_error
 
 
 @dataclass
@@ -151,6 +171,56 @@ def compare_outputs(
     ]
     passed = structure_error is None and all(output.passed for output in outputs)
     return Comparison(outputs, passed, structure_error)
+
+
+REFERENCE_MULTIPLE = 3.0
+"""How much further from float64 than eager a compiled output may be (``torch._dynamo``'s accuracy check uses 2
+to 3). Calibrated on the zoo and on random graphs: the largest ratio of a correct conversion seen was
+``CALIBRATED_RATIO``; a converter off by 1e-3 relative gives ratios of hundreds (suites/verification/test_reference.py)."""
+
+
+def judge_against_reference(comparison: Comparison, expected: Any, actual: Any, reference: Any) -> Comparison:
+    """Judge again, against ``reference`` (eager's outputs computed in float64, same structure), every output of
+    ``comparison`` that failed only on its tolerances: it passes when its largest finite error against the
+    reference is at most ``REFERENCE_MULTIPLE`` times eager's own, plus a tenth of its atol. The comparison is
+    changed in place (and returned): the verdict, the reference errors, and the message saying which rule held."""
+    if comparison.passed or comparison.structure_error is not None:
+        return comparison
+    references = {_render(path): value for path, value in pytree.tree_flatten_with_path(reference)[0]}
+    expecteds = {_render(path): value for path, value in pytree.tree_flatten_with_path(expected)[0]}
+    actuals = {_render(path): value for path, value in pytree.tree_flatten_with_path(actual)[0]}
+    for output in comparison.failures():
+        exact, eager, compiled = references.get(output.path), expecteds.get(output.path), actuals.get(output.path)
+        if not all(isinstance(v, torch.Tensor) for v in (exact, eager, compiled)) or output.nan_mismatch or output.inf_mismatch:
+            continue
+        if exact.shape != eager.shape or compiled.shape != eager.shape or not eager.is_floating_point():
+            continue
+        exact = exact.detach().to(torch.float64).reshape(-1)
+        output.eager_reference_error = _largest_error(eager.detach().to(exact.device), exact)
+        output.reference_error = _largest_error(compiled.detach().to(exact.device), exact)
+        allowed = REFERENCE_MULTIPLE * output.eager_reference_error + output.atol / 10
+        ratio = f"{output.reference_ratio:.3g}"
+        if output.reference_error <= allowed:
+            output.passed = True
+            output.message = (
+                f"outside the tolerances, but as close to float64 as eager: max error against float64 "
+                f"{output.reference_error:.3g} against eager's {output.eager_reference_error:.3g} (ratio {ratio} <= "
+                f"{REFERENCE_MULTIPLE:g})"
+            )
+        else:
+            output.message += (
+                f"; against float64 the compiled output errs by {output.reference_error:.3g}, {ratio}x eager's own "
+                f"{output.eager_reference_error:.3g} (more than {REFERENCE_MULTIPLE:g}x: a conversion error, not rounding)"
+            )
+    comparison.passed = all(output.passed for output in comparison.outputs)
+    return comparison
+
+
+def _largest_error(value: torch.Tensor, exact: torch.Tensor) -> float:
+    """The largest ``|value - exact|`` where both are finite (in float64)."""
+    value = value.to(torch.float64).reshape(-1)
+    finite = value.isfinite() & exact.isfinite()
+    return _max((value - exact).abs()[finite])
 
 
 def compare_leaf(
@@ -398,11 +468,12 @@ def _num(value: Any) -> str:
 
 def _table(outputs: list[OutputComparison]) -> list[str]:
     header = ["output", "shape", "dtype", "max abs", "mean abs", "max rel", "mean rel", "cosine",
-              "atol to pass", "rtol to pass", "result"]
+              "atol to pass", "rtol to pass", "vs float64", "result"]
     rows = [
         [o.path, str(o.shape), str(o.dtype).removeprefix("torch.") if o.dtype is not None else "-",
          *(f"{v:.3g}" for v in (o.max_abs, o.mean_abs, o.max_rel, o.mean_rel)), f"{o.cosine:.6f}",
-         f"{o.min_atol_to_pass:.3g}", f"{o.min_rtol_to_pass:.3g}", "PASS" if o.passed else "FAIL"]
+         f"{o.min_atol_to_pass:.3g}", f"{o.min_rtol_to_pass:.3g}",
+         "-" if o.reference_ratio is None else f"{o.reference_ratio:.3g}x eager", "PASS" if o.passed else "FAIL"]
         for o in outputs
     ]
     return _table_rows(header, rows)

@@ -17,13 +17,26 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from trtcheck.errors import InputDomainError
 
+#: The share of a generated integer tensor's elements that ``draw_like`` sets to an edge value.
+EDGE_SHARE = 0.25
+
 
 def draw_like(example: Any, shape: Sequence[int], generator: torch.Generator | None = None) -> Any:
     """One generated input leaf like ``example``, at ``shape``: the one policy of every generated input set.
 
     Floating-point (and complex) tensors are drawn from a standard normal distribution; bool tensors are fair
-    coins; integer tensors are drawn uniformly within the example's observed ``[min, max]`` (an index stays a
-    valid index; zeros where the example has no element to observe); anything else is kept as it is."""
+    coins; anything else is kept as it is. Integer tensors are drawn uniformly within the example's observed
+    ``[min, max]`` (zeros where the example has no element to observe), and each element, with probability
+    ``EDGE_SHARE``, is an edge value instead, where integer arithmetic goes wrong (an overflow, a sign rule):
+    the example's own min and max, and 0, 1 and -1 where they lie within ``[min, max]``.
+
+    The rule: a generated value never leaves the example's observed ``[min, max]``, so an index tensor stays a
+    valid index, a divisor that is never 0 stays non-zero, and a mask of 0s and 1s stays one. The dtype's own
+    extremes (``-2147483648 // 3`` once overflowed an engine) are therefore drawn only where the example holds
+    them: an example that holds the dtype's min or max is one whose values may be anything, and its min or max
+    is then that extreme, drawn as an edge value. A wide range that stops short of the extremes does not widen
+    it: nothing tells an index from a value there, so the only values trusted are those the example shows.
+    """
     if not isinstance(example, torch.Tensor):
         return example
     if example.is_floating_point() or example.is_complex():
@@ -33,7 +46,20 @@ def draw_like(example: Any, shape: Sequence[int], generator: torch.Generator | N
     if not example.numel():
         return torch.zeros(shape, dtype=example.dtype, device=example.device)
     low, high = int(example.min()), int(example.max())
-    return torch.randint(low, high + 1, shape, generator=generator, dtype=example.dtype).to(example.device)
+    if low == high:
+        return torch.full(tuple(shape), low, dtype=example.dtype, device=example.device)
+    # randint's end is exclusive and must fit in int64: int64's max then comes from the edge values only.
+    end = high + 1 if high < torch.iinfo(torch.int64).max else high
+    drawn = torch.randint(low, end, shape, generator=generator, dtype=example.dtype)
+    edges = torch.tensor(_edge_values(low, high), dtype=example.dtype)
+    at_edge = torch.rand(shape, generator=generator) < EDGE_SHARE
+    picks = torch.randint(len(edges), shape, generator=generator)
+    return torch.where(at_edge, edges[picks], drawn).to(example.device)
+
+
+def _edge_values(low: int, high: int) -> list[int]:
+    """The edge values of an integer tensor observed in ``[low, high]``: ``low``, ``high``, 0, 1, -1 within it."""
+    return sorted({value for value in (low, high, 0, 1, -1) if low <= value <= high})
 
 
 def random_like(value: Any, generator: torch.Generator | None = None) -> Any:
@@ -121,7 +147,7 @@ def run_eager(model: torch.nn.Module, input_set: tuple, kwargs: dict, index: int
     except Exception as error:  # noqa: BLE001 - eager itself failing is the input set's fault, said plainly
         origin = (
             "which trtcheck generated like the example inputs (floats normal, booleans fair coins, integers within "
-            "the example's smallest and largest value)"
+            "the example's smallest and largest value, a share of them at its edges: those two, 0 and +-1)"
             if generated
             else "which was given"
         )

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch.fx
 
 from trtcheck.conversion import registry
+from trtcheck.lowering.graph import state_order, written_values
 from trtcheck.names import ModuleMatcher, resolve_modules, resolve_ops
 from trtcheck.partitioning.control_flow import branch_modules
 from trtcheck.partitioning.decisions import Support, judge_with
@@ -106,9 +107,13 @@ def _placement(partition: Partition) -> list[Violation]:
 
 
 def _topological_order(partition: Partition) -> list[Violation]:
-    """Running the segments in order, every value is defined before it is read."""
+    """Running the segments in order, every value is defined before it is read, and every read or write of a
+    value that is written in place keeps its graph order around the write (``state_order``): a read of the old
+    value after the write, or of the new one before it, computes something else than the model."""
     found: list[Violation] = []
-    defined = {n for n in partition.graph_module.graph.nodes if n.op in ("placeholder", "get_attr")}
+    graph_nodes = list(partition.graph_module.graph.nodes)
+    defined = {n for n in graph_nodes if n.op in ("placeholder", "get_attr")}
+    order = state_order(graph_nodes)
     for index, segment in enumerate(partition.segments):
         if not segment.nodes:
             found.append(Violation("topological", "empty segment", index))
@@ -116,6 +121,15 @@ def _topological_order(partition: Partition) -> list[Violation]:
             for value in node.all_input_nodes:
                 if value not in defined:
                     found.append(Violation("topological", f"reads {value.name} before it is computed", index, node.name))
+            for before in order.get(node, ()):
+                if before not in defined:
+                    written = ", ".join(v.name for v in (*written_values(node), *written_values(before)))
+                    found.append(Violation(
+                        "state_order",
+                        f"runs before {before.name}, which the graph orders first around the in-place write of {written}: "
+                        "a read would see the value of another step",
+                        index, node.name,
+                    ))
             defined.add(node)
     output = next(n for n in reversed(partition.graph_module.graph.nodes) if n.op == "output")
     for value in output.all_input_nodes:

@@ -23,6 +23,7 @@ from trtcheck.build.clock import CompileTimes
 from trtcheck.build.compile import compile
 from trtcheck.engines import describe_backend, resolve_backend
 from trtcheck.errors import InputMismatchError, VerificationError
+from trtcheck.lowering.export import source_of
 from trtcheck.names import checked_settings
 from trtcheck.partitioning.decisions import Support
 from trtcheck.partitioning.model import Partition, merge_adjacent
@@ -37,9 +38,10 @@ from trtcheck.verification.determinism import (
     grad_mode_violations,
     specialization_violations,
 )
-from trtcheck.verification.equivalence import Comparison, compare_outputs
+from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_against_reference
 from trtcheck.verification.inputs import InputSet, cloned, draw_input_sets, run_eager, sized_input_sets
 from trtcheck.verification.invariants import Violation, check_invariants
+from trtcheck.verification.reference import float64_outputs
 from trtcheck.verification.repro import write_repro
 from trtcheck.verification.state import compiled_state, restore_compiled_state, restore_state, snapshot_state, state_violations
 
@@ -58,6 +60,7 @@ class VerificationReport:
     repro: Path | None = None
     engine: str = ""  # which backend ran and why, with versions and device (describe_backend)
     input_sets: list[str] = field(default_factory=list)  # per comparison: what input set it was ("min: seq=2")
+    notes: list[str] = field(default_factory=list)  # what the checks could not do, and why
 
     @property
     def passed(self) -> bool:
@@ -75,6 +78,7 @@ class VerificationReport:
         if self.violations:
             lines.append(f"  {len(self.violations)} invariant violation(s):")
             lines += [f"    {violation}" for violation in self.violations]
+        lines += [f"  note: {note}" for note in self.notes]
         if self.input_sets and any(kind.startswith(("min", "max", "random size")) for kind in self.input_sets):
             lines.append(f"  input sets: {'; '.join(self.input_sets)}")
         for index, comparison in enumerate(self.comparisons):
@@ -93,8 +97,8 @@ class VerificationReport:
 
 
 def verify(
-    model: torch.nn.Module,
-    example_inputs: Sequence[Any],
+    model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathLike,
+    example_inputs: Sequence[Any] | None = None,
     settings: Settings | None = None,
     backend: str = "auto",
     rtol: float | None = None,
@@ -110,15 +114,21 @@ def verify(
     report_dir: str | os.PathLike | None = None,
     name: str | None = None,
     dynamic_shapes: Any = None,
+    reference: bool = True,
 ) -> VerificationReport:
     """Compile ``model`` and check it; raise ``VerificationError`` on any violation or mismatch.
+
+    ``model`` is an ``nn.Module``, a ``torch.export.ExportedProgram`` (compiled as exported, compared with
+    ``program.module()``) or a ``.pt2`` file's path; a program's stored example inputs serve when
+    ``example_inputs`` is None.
 
     Input sets: ``example_inputs``, the same again (a second call of the compiled module must still be
     right: state, caches), then ``inputs`` when given, else ``num_inputs - 1`` random sets drawn like the
     examples, seeded by ``seed`` (``inputs.draw_like``: floating-point tensors from a normal distribution,
-    bool tensors fair coins, integer tensors within the example's smallest and largest value; non-Tensor
-    inputs kept). A model whose inputs are constrained (positive-definite, in a range) passes its own
-    ``inputs``: eager failing on a generated set is an ``InputDomainError`` saying so.
+    bool tensors fair coins, integer tensors within the example's smallest and largest value, a share of them
+    edge values there (the example's min and max, 0 and +-1 where in range); non-Tensor inputs kept). A model
+    whose inputs are constrained (positive-definite, in a range) passes its own ``inputs``: eager failing on a
+    generated set is an ``InputDomainError`` saying so.
 
     ``dynamic_shapes`` (torch.export's argument, ``torch.export.Dim`` per dynamic size): the compiled module must
     then serve every size in range, so without ``inputs`` the sets also include every dynamic size at its
@@ -134,7 +144,10 @@ def verify(
 
     A TensorRT segment that fell back to PyTorch (its conversion or engine build failed) is lost
     coverage, so it fails verification unless ``allow_fallbacks``. ``rtol``/``atol`` default to the
-    output dtype's tolerances (``equivalence.default_tolerances``). With ``report_dir``, a failure writes a
+    output dtype's tolerances (``equivalence.default_tolerances``). An output outside them is judged again
+    against eager run in float64 (``reference``, default on): it passes when it is at most
+    ``equivalence.REFERENCE_MULTIPLE`` times as far from float64 as eager itself (a deep network's rounding),
+    and fails when further (a conversion error); the report gives the ratio. With ``report_dir``, a failure writes a
     standalone repro there.
 
     ``lowered`` is ``lower(model, example_inputs)`` made earlier (``LoweringCache``: once per model, its
@@ -143,12 +156,14 @@ def verify(
     settings = checked_settings(settings)
     engine = describe_backend(backend)  # raises for an unknown backend, or an explicit one missing here
     backend = resolve_backend(backend)
-    name = name or type(model).__name__
-    example_kwargs = dict(example_kwargs or {})
+    source = source_of(model, example_inputs, example_kwargs)  # an ExportedProgram or .pt2: eager runs program.module()
+    lowerable, model = source.lowerable, source.eager
+    example_inputs, example_kwargs = source.example_args, source.example_kwargs
+    name = name or type(lowerable).__name__
     before = snapshot_state(model)
     try:
         stitched = compile(
-            model, example_inputs, settings, backend, support=support, example_kwargs=example_kwargs, lowered=lowered,
+            lowerable, example_inputs, settings, backend, support=support, example_kwargs=example_kwargs, lowered=lowered,
             dynamic_shapes=dynamic_shapes,
         )
         partition = stitched.partition
@@ -157,7 +172,7 @@ def verify(
         report.violations += segmentation_violations(partition)
         report.violations += state_violations(before, snapshot_state(model), "compile")
         report.violations += determinism_violations(
-            stitched, model, example_inputs, settings, support, example_kwargs, lowered, dynamic_shapes
+            stitched, lowerable, example_inputs, settings, support, example_kwargs, lowered, dynamic_shapes
         )
         report.violations += specialization_violations(stitched.conversion.graph_module)  # after converting again too
         if not allow_fallbacks:
@@ -174,17 +189,26 @@ def verify(
             sized = sized_input_sets(stitched.signature, example_inputs, num_inputs, seed)
             input_sets = input_sets[:2] + [s for _, s in sized]
             report.input_sets = report.input_sets[:2] + [label for label, _ in sized]
-        grad_violations, with_grad = autograd_call_violations(stitched, input_sets[0], example_kwargs)
-        report.violations += grad_violations
+        mode_call_violations, in_modes = call_mode_violations(stitched, input_sets[0], example_kwargs)
+        report.violations += mode_call_violations
+        stateful = bool(compiled_state(stitched))  # eager's state before each call, for its float64 reference
         for index, input_set in enumerate(input_sets):
-            expected = run_eager(model, input_set, example_kwargs, index, generated=inputs is None and index >= 2, grad=grad)
+            state = snapshot_state(model) if stateful else None
+            expected = detached(run_eager(model, input_set, example_kwargs, index, generated=inputs is None and index >= 2, grad=grad))
             with torch.no_grad():
                 actual = stitched(*cloned(input_set), **cloned(example_kwargs))
-            report.comparisons.append(compare_outputs(detached(expected), actual, rtol=rtol, atol=atol))
-            if index == 0 and with_grad is not None and not compare_outputs(actual, detached(with_grad), rtol=rtol, atol=atol).passed:
-                report.violations.append(
-                    Violation("grad_mode", "the compiled module gives other outputs with autograd on than under no_grad")
-                )
+            comparison = compare_outputs(expected, actual, rtol=rtol, atol=atol)
+            if not comparison.passed and reference:  # outside the tolerances: rounding, or a conversion error?
+                exact, why = float64_outputs(model, input_set, example_kwargs, state)
+                if exact is not None:
+                    judge_against_reference(comparison, expected, actual, exact)
+                else:
+                    report.notes.append(f"input set {index}: no float64 reference ({why}); the tolerances decide")
+            report.comparisons.append(comparison)
+            for mode, output in in_modes.items() if index == 0 else ():
+                if not compare_outputs(actual, output, rtol=rtol, atol=atol).passed:
+                    message = f"the compiled module gives other outputs with {mode} than under no_grad"
+                    report.violations.append(Violation("grad_mode", message))
         report.violations += scalar_input_violations(model, stitched, example_inputs, example_kwargs, rtol, atol)
     finally:
         restore_state(model, before)
@@ -197,19 +221,27 @@ def verify(
     return report
 
 
-def autograd_call_violations(stitched: Any, input_set: tuple, kwargs: dict) -> tuple[list[Violation], Any]:
-    """The compiled module called as users call it outside ``torch.no_grad()``, on ``input_set`` from its current
-    state (restored afterwards): with autograd on it must run (engines carry no gradient, and an in-place update
-    of a weight that requires grad, as ``nn.Embedding(max_norm=...)`` makes, would raise). Returns the
-    violations and the outputs (None when it failed), which must equal those under no_grad."""
-    state = compiled_state(stitched)
-    try:
-        with torch.enable_grad():
-            return [], stitched(*cloned(input_set), **cloned(kwargs))
-    except Exception as error:  # noqa: BLE001 - any failure with autograd on is what this check reports
-        return [Violation("grad_mode", f"calling the compiled module with autograd on failed: {type(error).__name__}: {error}")], None
-    finally:
-        restore_compiled_state(stitched, state)
+CALL_MODES: tuple[tuple[str, Any], ...] = (("autograd on", torch.enable_grad), ("inference_mode", torch.inference_mode))
+"""How users call a compiled module besides ``torch.no_grad()`` (where the comparisons call it)."""
+
+
+def call_mode_violations(stitched: Any, input_set: tuple, kwargs: dict) -> tuple[list[Violation], dict[str, Any]]:
+    """The compiled module called as users call it outside ``torch.no_grad()`` (``CALL_MODES``), on ``input_set``
+    from its current state (restored after each call): it must run (engines carry no gradient, and an in-place
+    update of a weight that requires grad, as ``nn.Embedding(max_norm=...)`` makes, raises with autograd on).
+    Returns the violations and each mode's outputs, which must equal those under no_grad."""
+    found: list[Violation] = []
+    outputs: dict[str, Any] = {}
+    for mode, context in CALL_MODES:
+        state = compiled_state(stitched)
+        try:
+            with context():
+                outputs[mode] = detached(stitched(*cloned(input_set), **cloned(kwargs)))
+        except Exception as error:  # noqa: BLE001 - any failure in a mode users call it in is what this reports
+            found.append(Violation("grad_mode", f"calling the compiled module with {mode} failed: {type(error).__name__}: {error}"))
+        finally:
+            restore_compiled_state(stitched, state)
+    return found, outputs
 
 
 def scalar_input_violations(model, stitched, example_inputs, example_kwargs, rtol, atol) -> list[Violation]:

@@ -49,7 +49,6 @@ if TYPE_CHECKING:  # pragma: no cover - the context imports the registry, not vi
 _UNARY: dict[Any, tuple[str, frozenset[torch.dtype]]] = {
     aten.abs.default: ("Abs", NUMERIC),
     aten.neg.default: ("Neg", NUMERIC),
-    aten.sign.default: ("Sign", NUMERIC),
     aten.relu.default: ("Relu", FLOAT),
     aten.sqrt.default: ("Sqrt", NUMERIC),
     aten.exp.default: ("Exp", NUMERIC),
@@ -90,6 +89,25 @@ register_table(
     _UNARY, lambda entry: _unary(entry[0]), dynamic=True,
     per_entry=lambda target, entry: {"dtypes": entry[1] & (onnx_accepts(entry[0]) | INT | BOOL)},
 )
+
+
+@converter(aten.sign.default, dtypes=NUMERIC & (onnx_accepts("Sign") | INT), dynamic=True)
+def _sign(ctx: ConversionContext, args: BoundArgs) -> str:
+    """Sign as eager computes it: +0 for NaN (either sign bit) and for -0, +-1 for +-inf, in every float dtype.
+
+    ONNX leaves NaN to the backend (ONNX Runtime's float32 Sign gives NaN, its float16 one 0), so floats say it:
+    ``Where(IsNaN(x) or x == 0, +0, Sign(x))``. ``sgn`` of a real tensor lowers to this op. bfloat16 computes
+    in float32 (exact both ways: the input widens, the result is -1, 0 or 1): ONNX Runtime's CPU provider has
+    bfloat16 Sign and Cast kernels but no IsNaN, Equal or Where ones, so the claimed op would not run there.
+    """
+    dtype = out_dtype(args.node)
+    if dtype not in FLOAT:
+        return ctx.add("Sign", [operand(ctx, args.self, dtype)])
+    compute = torch.float32 if dtype == torch.bfloat16 else dtype
+    x = operand(ctx, args.self, compute)
+    zero = ctx.constant(0.0, compute)
+    nan_or_zero = ctx.add("Or", [ctx.add("IsNaN", [x]), _equal(ctx, x, zero)])
+    return cast(ctx, ctx.add("Where", [nan_or_zero, zero, ctx.add("Sign", [x])]), compute, dtype)
 
 
 @converter(aten.rsqrt.default, dtypes=NUMERIC, dynamic=True)
@@ -236,7 +254,7 @@ def _sign_fix(ctx: ConversionContext, mod: str, b: str, dtype: torch.dtype) -> s
 def _floor_divide(ctx: ConversionContext, a: str, b: str, dtype: torch.dtype) -> str:
     """Division rounded toward -inf, as PyTorch computes it.
 
-    Integers: ``int_floor_divide``, (a - a mod b) / b, exact with Python-style mod. Floats follow ATen's
+    Integers: :func:`_int_divide` (``int_floor_divide``, exact over the whole range). Floats follow ATen's
     ``div_floor_floating`` (c10/util/generic_math.h): ``div = (a - fmod(a, b)) / b``, minus 1 where the
     fmod's sign differs from b's; then floor(div), rounded up where div - floor(div) > 0.5; b == 0
     gives a / b. (ATen also gives a zero result the sign of a / b; here it may be +0, which compares
@@ -244,7 +262,7 @@ def _floor_divide(ctx: ConversionContext, a: str, b: str, dtype: torch.dtype) ->
     is 6.
     """
     if dtype in INT:
-        return int_floor_divide(ctx, a, b)
+        return _int_divide(ctx, a, b, dtype, floor=True)
     one, half, zero = (ctx.constant(v, dtype) for v in (1.0, 0.5, 0.0))
     mod = ctx.add("Mod", [a, b], fmod=1)
     div = ctx.add("Div", [ctx.add("Sub", [a, mod]), b])
@@ -253,6 +271,26 @@ def _floor_divide(ctx: ConversionContext, a: str, b: str, dtype: torch.dtype) ->
     round_up = ctx.add("Greater", [ctx.add("Sub", [div, floored]), half])
     floored = ctx.add("Where", [round_up, ctx.add("Add", [floored, one]), floored])
     return ctx.add("Where", [_equal(ctx, b, zero), ctx.add("Div", [a, b]), floored])
+
+
+def _int_divide(ctx: ConversionContext, a: str, b: str, dtype: torch.dtype, floor: bool) -> str:
+    """Integer division, floored (``//``, ``rounding_mode='floor'``) or truncated (``'trunc'``), exact over the
+    dtype's whole range.
+
+    ``min / -1`` does not fit: eager's floor division gives min (the two's complement wrap) and its truncating
+    division traps (SIGFPE), as ONNX Runtime's int64 Div does, which would kill the process. So a divisor of -1
+    divides by 1 instead and the result is -a, computed without overflow (``-max(a, min + 1)``, min itself
+    kept): min for min, as eager's floor division gives. A zero divisor is left to the engine (ONNX Runtime
+    fails the run, as eager raises; TensorRT promises nothing).
+    """
+    low = torch.iinfo(dtype).min
+    minus_one, lowest = ctx.constant(-1, dtype), ctx.constant(low, dtype)
+    by_minus_one = _equal(ctx, b, minus_one)
+    divisor = ctx.add("Where", [by_minus_one, ctx.constant(1, dtype), b])
+    quotient = int_floor_divide(ctx, a, divisor, dtype) if floor else ctx.add("Div", [a, divisor])
+    negated = ctx.add("Neg", [ctx.add("Max", [a, ctx.constant(low + 1, dtype)])])
+    negated = ctx.add("Where", [_equal(ctx, a, lowest), a, negated])
+    return ctx.add("Where", [by_minus_one, negated, quotient])
 
 
 def _rounding_mode_ok(args: BoundArgs) -> bool | Refusal:
@@ -267,8 +305,10 @@ def _div_mode(ctx: ConversionContext, args: BoundArgs) -> str:
     a, b = operands(ctx, (args.self, args.other), dtype)
     if args.rounding_mode == "floor":
         return _floor_divide(ctx, a, b, dtype)
-    quotient = ctx.add("Div", [a, b])  # ONNX integer Div truncates, like rounding_mode="trunc"
-    return _truncate(ctx, quotient) if args.rounding_mode == "trunc" and dtype in FLOAT else quotient
+    if dtype in INT and args.rounding_mode == "trunc":
+        return _int_divide(ctx, a, b, dtype, floor=False)  # ONNX integer Div truncates; min / -1 guarded
+    quotient = ctx.add("Div", [a, b])
+    return _truncate(ctx, quotient) if args.rounding_mode == "trunc" else quotient
 
 
 @converter(aten.floor_divide.default, outputs=NUMERIC, dynamic=True)

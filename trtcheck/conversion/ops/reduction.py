@@ -1,5 +1,5 @@
 """Reductions: sum/mean/prod/amax/amin/logsumexp, max/min with indices, argmax/argmin, any/all, var,
-cumsum.
+cumsum (integers by shifted adds: TensorRT's CumSum takes floats only).
 
 Opset 17 is inconsistent about axes: ReduceSum takes them as an input, the other Reduce ops as an
 attribute; :func:`_reduce` hides that. Inputs are cast to the output dtype first, as PyTorch
@@ -24,6 +24,7 @@ from trtcheck.conversion.ops._common import (
     aten,
     cast,
     converter,
+    dynamic_refusal,
     ints,
     norm_dims,
     operand,
@@ -214,8 +215,36 @@ def _var(ctx: ConversionContext, args: BoundArgs) -> str:
     return ctx.add("Div", [squares, ctx.constant(divisor, dtype)])
 
 
-@converter(aten.cumsum.default, dtypes=FLOAT, constants=("dim",), check=_reduction_ok, dynamic=True)  # TensorRT's CumSum: floats only
-def _cumsum(ctx: ConversionContext, args: BoundArgs) -> str:
-    x = operand(ctx, args.self, out_dtype(args.node))
+def _cumsum_ok(args: BoundArgs) -> bool | Refusal:
+    verdict = _reduction_ok(args)
+    if verdict is not True or out_dtype(args.node) in FLOAT:
+        return verdict
     axis = args.dim % args.meta("self").dim()
-    return ctx.add("CumSum", [x, ints(ctx, axis)])
+    refusal = dynamic_refusal(args, "self", [axis], "an integer cumsum takes one step per power of two of it")
+    return True if refusal is None else refusal  # a Refusal is falsy: no ``or``
+
+
+@converter(aten.cumsum.default, outputs=NUMERIC, constants=("dim",), check=_cumsum_ok, dynamic=True)
+def _cumsum(ctx: ConversionContext, args: BoundArgs) -> str:
+    """CumSum in floats; integers (PyTorch sums int32 and bool in int64) by :func:`_integer_cumsum`, as
+    TensorRT's CumSum takes floats only, and a float sum would round past 2**24."""
+    dtype = out_dtype(args.node)
+    x = operand(ctx, args.self, dtype)
+    axis = args.dim % args.meta("self").dim()
+    if dtype in FLOAT:
+        return ctx.add("CumSum", [x, ints(ctx, axis)])
+    return _integer_cumsum(ctx, x, args.meta("self").shape, axis)
+
+
+def _integer_cumsum(ctx: ConversionContext, x: str, shape: Any, axis: int) -> str:
+    """An exact integer prefix sum (Hillis-Steele): for shift = 1, 2, 4, ... below the axis size, add ``x``
+    shifted by ``shift`` along the axis, zeros shifted in (Slice + Pad + Add): log2(n) steps."""
+    size, rank = shape[axis], len(shape)
+    shift = 1
+    while shift < size:
+        kept = ctx.add("Slice", [x, ints(ctx, [0]), ints(ctx, [size - shift]), ints(ctx, [axis])])
+        pads = [0] * (2 * rank)
+        pads[axis] = shift
+        x = ctx.add("Add", [x, ctx.add("Pad", [kept, ints(ctx, pads)])])
+        shift *= 2
+    return x

@@ -1,0 +1,65 @@
+"""Eager in float64: the reference that tells a conversion error from rounding.
+
+A compiled output that misses eager's by more than the tolerances may still be as right as eager itself: both
+round, differently. Eager run once more in float64 (the model and its floating inputs cast) gives the exact
+result to within float64's rounding, against which both errors are measured (``equivalence
+.judge_against_reference``), as ``torch._dynamo``'s accuracy check does. An op without a float64 kernel, or a
+``.to(torch.float32)`` inside ``forward``, keeps its own dtype: the reference is then as exact as the model allows.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_map
+
+from trtcheck.verification.inputs import cloned
+from trtcheck.verification.state import restore_state
+
+
+def float64_outputs(
+    model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any], state: Mapping[str, torch.Tensor] | None = None
+) -> tuple[Any, str]:
+    """``model``'s outputs on ``args``/``kwargs`` computed in float64 and ``""``; or None and why it could not run.
+
+    ``model`` is copied (``copy.deepcopy``, with ``state``, a ``snapshot_state``, restored into the copy when
+    given: the state eager started the call from) and never changed. Torch's
+    default dtype is float64 during the call, so tensors ``forward`` creates itself are float64 too; a
+    ``torch.fx.GraphModule`` also has every ``dtype=`` argument of a floating type retargeted to float64.
+    """
+    try:
+        twin = copy.deepcopy(model)
+        if state is not None:
+            restore_state(twin, state)
+        twin = twin.to(torch.float64)
+        if isinstance(twin, torch.fx.GraphModule):
+            _widen_dtype_arguments(twin)
+    except Exception as error:  # noqa: BLE001 - a model that cannot be copied or cast has no reference
+        return None, f"the model could not be copied to float64: {type(error).__name__}: {error}"
+    widen = lambda x: x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x  # noqa: E731
+    wide = tree_map(widen, (cloned(tuple(args)), cloned(dict(kwargs))))
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with torch.no_grad():
+            return twin(*wide[0], **wide[1]), ""
+    except Exception as error:  # noqa: BLE001 - an op without a float64 kernel: the tolerances' verdict stands
+        return None, f"eager fails in float64: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def _widen_dtype_arguments(graph_module: torch.fx.GraphModule) -> None:
+    """A graph's explicit floating ``dtype=`` arguments (``_to_copy``, ``full``) retargeted to float64, so the
+    twin of a lowered or random graph computes every floating value in float64."""
+    changed = False
+    for node in graph_module.graph.nodes:
+        dtype = node.kwargs.get("dtype")
+        if isinstance(dtype, torch.dtype) and dtype.is_floating_point and dtype != torch.float64:
+            node.kwargs = {**node.kwargs, "dtype": torch.float64}
+            changed = True
+    if changed:
+        graph_module.recompile()
