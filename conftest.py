@@ -3,6 +3,9 @@
 ``ci`` (the default) keeps property tests fast; ``nightly`` is for scheduled runs, ``dev`` for a quick
 local loop. Choose one with hypothesis's own option, ``pytest --hypothesis-profile nightly``, or with the
 environment variable, ``HYPOTHESIS_PROFILE=nightly pytest``; the option wins when both are given.
+
+Tests marked ``sweep`` (the exhaustive tier: OpInfo samples of float16, int64 and bool) are deselected unless
+``--sweeps`` or a ``-m`` expression naming ``sweep`` asks for them.
 """
 
 import os
@@ -53,3 +56,21 @@ def pytest_configure(config: pytest.Config) -> None:
     name = config.getoption("--hypothesis-profile", default=None)
     if name:
         load_profile(name, "--hypothesis-profile")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--sweeps", action="store_true", default=False,
+        help="also run the exhaustive sweeps (tests marked sweep: OpInfo samples of float16, int64 and bool); the default "
+        "tier runs every op's float32 samples",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The default tier (README command (2)) leaves the sweeps out: deselected, and counted by pytest as such."""
+    if config.getoption("--sweeps") or "sweep" in (config.option.markexpr or ""):
+        return
+    swept = [item for item in items if item.get_closest_marker("sweep")]
+    if swept:
+        config.hook.pytest_deselected(items=swept)
+        items[:] = [item for item in items if not item.get_closest_marker("sweep")]

@@ -50,6 +50,13 @@ def flush_denormals() -> Iterator[bool]:
         torch.set_flush_denormal(previous)
 
 
+def preset_label(preset: str, precision: str) -> str:
+    """How reports and benchmark groups name a preset at a precision: the preset itself at fp32, ``{preset}-fp16`` /
+    ``{preset}-bf16`` below (kept as it is when it already ends so: a caller may have named it so itself)."""
+    suffix = f"-{precision}"
+    return preset if precision == "fp32" or preset.endswith(suffix) else preset + suffix
+
+
 def extra_info(
     model: str,
     preset: str,
@@ -59,13 +66,15 @@ def extra_info(
     equivalence: dict[str, Any] | None = None,
     denormals_flushed: bool = False,
     profile: dict[str, Any] | None = None,
+    precision: str = "fp32",
 ) -> dict[str, Any]:
     """The ``extra_info`` of one benchmark; ``stitched`` also describes the eager variant of its group.
 
     ``profile`` is where a stitched call spends its time, ``trtcheck.profile(stitched, inputs).to_dict()``:
     ``total_s``, ``engine_s``, ``torch_s``, ``boundary_s`` (seconds per call), ``boundaries``,
     ``per_boundary_s`` and ``segments``. Recorded under ``"profile"`` when given (the stitched variant);
-    files written before it existed have no such key, and the report shows ``n/a`` for them.
+    files written before it existed have no such key, and the report shows ``n/a`` for them. ``precision`` is
+    the compiled module's ``Settings.precision`` (files without it were fp32: the report reads them so).
     """
     info: dict[str, Any] = {
         "trtcheck_schema": SCHEMA_VERSION,
@@ -73,6 +82,7 @@ def extra_info(
         "preset": preset,
         "variant": variant,
         "backend": backend,
+        "precision": precision,
         "denormals_flushed": denormals_flushed,
     }
     if stitched is not None:

@@ -124,4 +124,13 @@ class GraphMustChange(Exception):
 
 
 class ReproWriteWarning(UserWarning):
-    """A repro could not be written (an unwritable report directory, a full disk); the check's result stands."""
+    """A repro could not be written (an unwritable report directory, a full disk); the check's result stands.
+
+    ``folder`` and ``reason`` let a front end say it in its own words, naming its own option (the ``trtcheck``
+    command's ``--report-dir``, not pytest's ``--trtcheck-report``).
+    """
+
+    def __init__(self, message: str, folder: object = None, reason: str = "") -> None:
+        super().__init__(message)
+        self.folder = folder
+        self.reason = reason

@@ -35,10 +35,11 @@ class Settings:
             ``"optimal"`` (the fewest segments the graph's dependencies allow, then the fewest bytes crossing
             boundaries; never more segments than ``"dependency_aware"``: ``trtcheck.partitioning.optimal``).
         require_full_compilation: demand exactly one TensorRT segment, or fail naming what prevents it.
-        precision: what the TensorRT builder may compute in: ``"fp32"`` (default: the network is built
-            strongly typed, every tensor keeps the ONNX model's dtype), ``"fp16"`` or ``"bf16"`` (TensorRT
-            may pick kernels of that precision for float32 layers, so results round like that dtype).
-            ONNX Runtime always runs the model's own dtypes and ignores it.
+        precision: what engines compute in: ``"fp32"`` (default: TensorRT builds the network strongly
+            typed, every tensor keeps the ONNX model's dtype), ``"fp16"`` or ``"bf16"`` (TensorRT may pick
+            kernels of that precision for float32 layers, so results round like that dtype; ONNX Runtime runs
+            the segment rewritten to round every float tensor between nodes to it: ``trtcheck.engines.precision``).
+            ``verify`` then judges outputs against eager's own error at that precision.
         workspace_size: the TensorRT builder's workspace limit in bytes (default 1 GiB); 0 leaves
             TensorRT's own default (the device's memory).
         engine_cache: reuse TensorRT engines built earlier for the same ONNX, TensorRT version, device

@@ -18,7 +18,7 @@ import trtcheck_zoo as models
 from suites.partitioning.test_control_flow import NestedCond
 from trtcheck import Target
 from trtcheck.build import convert as compiler
-from trtcheck.build.convert import convert
+from trtcheck.build.convert import OnnxModels, convert
 from trtcheck.lowering.export import LoweringCache
 from trtcheck.runtime.stitch import EngineModule, WithoutAutograd
 from trtcheck.verification.determinism import branch_determinism_violations
@@ -116,8 +116,9 @@ def test_verify_takes_both_branches(cond_model, monkeypatch):
     monkeypatch.setattr(importlib.import_module("trtcheck.verification.verify"), "compile", compile_and_count)
     report = trtcheck.verify(model, inputs, trtcheck.Settings(min_block_size=5))
     assert report.passed and len(report.comparisons) == 4
-    # The example takes one branch (three calls: twice under no_grad, once with autograd on), the random sets the other.
-    assert calls == [{"true_graph_0": 3, "false_graph_0": 2}]
+    # The example takes one branch (four calls: twice under no_grad, once with autograd on, once under
+    # inference_mode: verify calls the module in every mode users call it in), the random sets the other.
+    assert calls == [{"true_graph_0": 4, "false_graph_0": 2}]
 
 
 def test_a_forced_op_inside_a_branch_splits_its_engines(cond_model):
@@ -136,7 +137,7 @@ def test_a_branch_segment_that_fails_to_convert_falls_back_and_is_reported(cond_
         if partition.subpartitions:
             return convert_segments(partition, clock)
         tensorrt = [i for i, segment in enumerate(partition.segments) if segment.target is Target.TENSORRT]
-        return {}, {i: RuntimeError("no ONNX for this branch segment") for i in tensorrt}
+        return OnnxModels(), {i: RuntimeError("no ONNX for this branch segment") for i in tensorrt}
 
     monkeypatch.setattr(compiler, "convert_segments", refuse_in_branches)
     compiled = trtcheck.compile(model, inputs, trtcheck.Settings(min_block_size=5))

@@ -303,6 +303,8 @@ unary("arange.start_step", A.arange.start_step, lambda x: A.arange.start_step(0,
 # ---- gathers --------------------------------------------------------------------------------------------------
 _INDEX = torch.tensor([2, 0, 2])
 unary("index_select", A.index_select.default, lambda x: A.index_select.default(x, 1, _INDEX))
+case("embedding", A.embedding.default, lambda w, i: A.embedding.default(w, i),
+     lambda n: (randn(10, 4), randint(2, n, low=0, high=10, seed=1)), lambda d: (None, {1: d}))
 case("gather", A.gather.default, lambda x, i: A.gather.default(x, 1, i),
      lambda n: (randn(n, 3), randint(n, 2, low=0, high=3, seed=1)), _rows(2))
 case("index.Tensor", A.index.Tensor, lambda x, i: A.index.Tensor(x, [None, i]),

@@ -1,6 +1,7 @@
 """trtcheck's converters proven on torch's OpInfo samples, as onnxscript proves torchlib.
 
-One test per OpInfo op and dtype (float32, float16, int64, bool, where the op supports the dtype on CPU):
+One test per OpInfo op and dtype (float32, float16, int64, bool, where the op supports the dtype on CPU;
+float32 in the default tier, the other dtypes in the sweep tier, ``pytest --sweeps``):
 its samples become one-op models, compiled by ``trtcheck.compile`` (``min_block_size=1``, ONNX Runtime),
 and each must be refused by the converters (no converter, or a validator said no) or be claimed and equal
 to eager. A fallback at conversion or engine build, a raising validator, an output unlike eager's, or an
@@ -71,7 +72,15 @@ def opinfo_results(request: pytest.FixtureRequest):
     torch.set_num_threads(threads)
 
 
-@pytest.mark.parametrize(("op", "dtype"), PAIRS, ids=[f"{op}-{dtype}" for op, dtype in PAIRS])
+# The default tier runs every op in float32; the other dtypes are the sweep tier (``pytest --sweeps``).
+DEFAULT_TIER_DTYPE = "float32"
+
+
+@pytest.mark.parametrize(
+    ("op", "dtype"),
+    [pytest.param(op, dtype, marks=() if dtype == DEFAULT_TIER_DTYPE else pytest.mark.sweep) for op, dtype in PAIRS],
+    ids=[f"{op}-{dtype}" for op, dtype in PAIRS],
+)
 def test_opinfo_sample_refused_or_equal(op: str, dtype: str, opinfo_results) -> None:
     judge(
         opinfo_results(op, dtype),

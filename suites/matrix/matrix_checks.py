@@ -45,7 +45,10 @@ def check_model(model, example_inputs, settings, verify, **verify_options):
         return
     single = trtcheck.partition(model, example_inputs, trtcheck.Settings(min_block_size=1), dynamic_shapes=dynamic_shapes)
     blockers = [node.name for segment in single.segments_of(Target.TORCH) for node in segment.nodes]
-    if blockers:  # the error must name what stops full compilation
+    if not single.segments:  # nothing to compile (every node dead or a placeholder): refused, saying so
+        with pytest.raises(trtcheck.PartitionError, match="no compute nodes"):
+            verify(model, example_inputs, **verify_options)
+    elif blockers:  # the error must name what stops full compilation
         with pytest.raises(trtcheck.PartitionError, match=rf"\b{blockers[0]}\b"):
             verify(model, example_inputs, **verify_options)
     else:

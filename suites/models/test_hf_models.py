@@ -28,24 +28,11 @@ from trtcheck_zoo.hf_models import HF_UNAVAILABLE, HF_ZOO
 needs_transformers = pytest.mark.skipif(HF_UNAVAILABLE is not None, reason=str(HF_UNAVAILABLE))
 
 #: What stays in PyTorch at the default settings, where not nothing: ``{entry: {(reason kind, explain()'s
-#: detail): node names}}``. hf_bert_dynamic_seq: the embedding converter is not declared dynamic (it reads no
-#: size: declaring it ``dynamic=True`` in conversion/ops/embedding.py gives one engine at 100%, measured).
-EXPECTED_TORCH_NODES: dict[str, dict[tuple[ReasonKind, str], tuple[str, ...]]] = {
-    "hf_bert_dynamic_seq": {
-        (ReasonKind.NO_CONVERTER,
-         "the aten.embedding.default converter's validator refused float32[100, 32], int64[2, s53], 0 -> "
-         "float32[2, s53, 32]: input indices (%input_ids) has the dynamic shape [2, s53]; converters need static "
-         "shapes"): ("embedding",),
-        (ReasonKind.NO_CONVERTER,
-         "the aten.embedding.default converter's validator refused float32[2, 32], int64[2, s53] -> "
-         "float32[2, s53, 32]: input indices (%expand_1) has the dynamic shape [2, s53]; converters need static "
-         "shapes"): ("embedding_1",),
-        (ReasonKind.NO_CONVERTER,
-         "the aten.embedding.default converter's validator refused float32[512, 32], int64[1, s53] -> "
-         "float32[1, s53, 32]: input indices (%slice_1) has the dynamic shape [1, s53]; converters need static "
-         "shapes"): ("embedding_2",),
-    },
-}
+#: detail): node names}}``. Empty: every entry is one engine at 100% (hf_bert_dynamic_seq was not, until the
+#: embedding converter was declared dynamic).
+EXPECTED_TORCH_NODES: dict[str, dict[tuple[ReasonKind, str], tuple[str, ...]]] = {}
+
+
 #: The slowest entries (build, export and compile 5.6-8 s of the file's 70 s on 2 cores, measured with
 #: --durations): marked slow, so ``-m "not slow"`` runs the file in about 50 s.
 SLOW = frozenset({"hf_bert_dynamic_seq", "hf_qwen2", "hf_segformer"})

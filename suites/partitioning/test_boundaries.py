@@ -347,7 +347,7 @@ def test_min_block_size_sends_small_trt_segments_to_torch_and_says_the_count():
     assert apply_min_block_size(p.segments, 2, p.targets, p.reasons) is True
     relu = p.node("relu")
     assert p.targets[relu] is TORCH
-    assert p.reasons[relu] == Reason(ReasonKind.MIN_BLOCK_SIZE, "its TensorRT segment had 1 compute node(s) < min_block_size=2")
+    assert p.reasons[relu] == Reason(ReasonKind.MIN_BLOCK_SIZE, "its TensorRT segment had 1 compute node < min_block_size=2")
     assert {p.targets[p.node(name)] for name in ("maximum", "values", "indices", "neg")} == {TRT}
     assert p.reasons[p.node("lgamma")].kind is ReasonKind.FORCED_OP  # a Torch segment is never touched
 
@@ -358,7 +358,7 @@ def test_getitem_does_not_count_toward_min_block_size():
     for name in ("maximum", "values", "indices", "neg"):
         node = p.node(name)
         assert p.targets[node] is TORCH
-        assert p.reasons[node].detail == "its TensorRT segment had 2 compute node(s) < min_block_size=3"
+        assert p.reasons[node].detail == "its TensorRT segment had 2 compute nodes < min_block_size=3"
 
 
 def test_min_block_size_of_one_moves_nothing():

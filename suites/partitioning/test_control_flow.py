@@ -20,7 +20,7 @@ import trtcheck
 from trtcheck import ReasonKind, Segment, Target
 from trtcheck.partitioning.control_flow import isolate_control_flow
 from trtcheck.partitioning.explain import ExplainSummary
-from trtcheck.partitioning.nodes import is_control_flow
+from trtcheck.partitioning.nodes import counts_toward_block_size, is_control_flow
 from trtcheck.tools.graph_html import partition_html
 from trtcheck_zoo.control_flow_models import CondBranches, LoopBody
 
@@ -281,17 +281,18 @@ def test_explain_names_branch_nodes_with_their_branch():
 def test_the_summary_counts_branch_nodes_and_engines():
     partition = _partition(CondBranches(), trtcheck.Settings(min_block_size=5))
     summary = ExplainSummary.of(partition)
-    parent = len(partition.compute_nodes)
-    inside = sum(len(sub.compute_nodes) for sub in partition.subpartitions.values())
+    # compute nodes as min_block_size counts them: the getitem of the cond's result is not one
+    parent = sum(map(counts_toward_block_size, partition.compute_nodes))
+    inside = sum(sum(map(counts_toward_block_size, sub.compute_nodes)) for sub in partition.subpartitions.values())
     assert (summary.compute_nodes, summary.branch_nodes, summary.branches) == (parent + inside, inside, 2)
     assert [engine.label for engine in summary.engines] == ["@0", "true_graph_0@0", "false_graph_0@0"]
     text = partition.explain_summary().splitlines()
     assert text[0] == (
-        f"op coverage: {summary.coverage:.1f}% (18 of 22 compute nodes in TensorRT; 13 of them in 2 branch graph(s) "
+        f"op coverage: {summary.coverage:.1f}% (18 of 21 compute nodes in TensorRT; 13 of them in 2 branch graphs "
         "of control flow, each counted once)"
     )
     assert text[1] == "engines: 3 (nodes per engine: @0: 5, true_graph_0@0: 6, false_graph_0@0: 7)"
-    assert partition.summary().endswith("; in 2 branch graph(s): 2 segments: 2 TensorRT (13 nodes), 0 Torch (0 nodes)")
+    assert partition.summary().endswith("; in 2 branch graphs: 2 segments: 2 TensorRT (13 compute nodes), 0 Torch (0 compute nodes)")
 
 
 def test_summary_groups_name_branch_nodes_with_their_branch():
@@ -305,7 +306,7 @@ def test_the_html_page_draws_the_parent_and_sums_up_branches():
     partition = _partition(CondBranches(), trtcheck.Settings(min_block_size=5))
     page = partition_html(partition)
     assert page.count('class="legend" data-segment=') == len(partition.segments)  # one entry per drawn segment
-    assert "engine @0: 5 nodes" in page and "true_graph_0@0: 6" in page  # branch engines: in the summary line
+    assert "engine @0: 5 compute nodes" in page and "true_graph_0@0: 6" in page  # branch engines: in the summary line
 
 
 # --- invariants, each fired on a partition corrupted by hand ----------------------------------------------

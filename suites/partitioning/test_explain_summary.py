@@ -89,7 +89,7 @@ def test_a_non_tensor_boundary_names_the_value_that_caused_it():
 def test_block_too_small_names_the_size(seed_inputs):
     partition = trtcheck.partition(SeedModel(), seed_inputs, trtcheck.Settings(min_block_size=3))
     text = partition.explain_summary()
-    assert "  block too small (min_block_size) (1):\n    its TensorRT segment had 1 compute node(s) < min_block_size=3: cat" in text
+    assert "  block too small (min_block_size) (1):\n    its TensorRT segment had 1 compute node < min_block_size=3: cat" in text
 
 
 def test_a_failed_conversion_is_its_own_group():
@@ -109,3 +109,27 @@ def test_a_failed_conversion_is_its_own_group():
     (group,) = ExplainSummary.of(stitched.partition).torch_groups
     assert group.kind is trtcheck.ReasonKind.CONVERSION_FAILED and group.nodes == ("add", "mul", "sub")
     assert "broken on purpose" in group.detail
+
+
+class _MaxTimesTwo(torch.nn.Module):
+    def forward(self, x):
+        values, _ = torch.max(x, dim=1)  # aten.max.dim and the getitem unpacking it
+        return values * 2
+
+
+def test_every_count_uses_one_definition_of_a_compute_node():
+    """Engine sizes, op coverage, the segment line and min_block_size's reason count the same nodes (getitem
+    not among them), so "nodes per engine: @0: 2" at min_block_size=1 and "had 2 compute nodes" at 3 agree."""
+    inputs = (torch.rand(2, 3),)
+    one = trtcheck.partition(_MaxTimesTwo(), inputs, trtcheck.Settings(min_block_size=1))
+    assert one.summary() == "1 segment: 1 TensorRT (2 compute nodes), 0 Torch (0 compute nodes)"
+    assert one.explain_summary().splitlines()[:2] == [
+        "op coverage: 100.0% (2 of 2 compute nodes in TensorRT)",
+        "engines: 1 (nodes per engine: @0: 2)",
+    ]
+    three = trtcheck.partition(_MaxTimesTwo(), inputs, trtcheck.Settings(min_block_size=3))
+    assert three.summary() == "1 segment: 0 TensorRT (0 compute nodes), 1 Torch (2 compute nodes)"
+    text = three.explain_summary()
+    assert "op coverage: 0.0% (0 of 2 compute nodes in TensorRT)" in text
+    assert "its TensorRT segment had 2 compute nodes < min_block_size=3: max_1, mul" in text, text
+    assert "getitem" not in text  # not a compute node: it runs where the tuple it indexes was made

@@ -21,7 +21,7 @@ from suites.report import report_runs
 
 @pytest.fixture(scope="session")
 def bench_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """``{"baseline": path, "changed": path, "other_machine": path}``, written by real benchmark runs."""
+    """``{"baseline": path, "changed": path, "other_machine": path, "rerun": path}``, written by real benchmark runs."""
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # shared by all workers of this session

@@ -9,12 +9,41 @@ import pytest
 
 from suites.report.report_runs import SLOW_MODEL, SPLIT_MODEL
 from trtcheck.report import ReportError, Run, find_regressions, format_speedup, load_run, relative_change, summarize
+from trtcheck.report.statistics import Spread
 
 
 def scaled(run: Run, factor: float) -> Run:
-    """``run`` an hour later with every stitched median times ``factor`` (an exact, untimed slowdown)."""
-    groups = tuple(dataclasses.replace(g, stitched_median=g.stitched_median * factor) for g in run.groups)
+    """``run`` an hour later with every stitched timing times ``factor``: median, quartiles and rounds (an exact,
+    untimed slowdown of the whole distribution)."""
+    groups = tuple(_scaled_group(g, factor) for g in run.groups)
     return dataclasses.replace(run, groups=groups, datetime=run.datetime + timedelta(hours=1))
+
+
+def _scaled_group(group, factor: float):
+    spread = group.stitched_spread
+    if spread is not None:
+        spread = Spread(
+            spread.median * factor,
+            None if spread.q1 is None else spread.q1 * factor,
+            None if spread.q3 is None else spread.q3 * factor,
+            None if spread.rounds is None else tuple(r * factor for r in spread.rounds),
+        )
+    return dataclasses.replace(group, stitched_median=group.stitched_median * factor, stitched_spread=spread)
+
+
+def tight_2ms(run: Run) -> Run:
+    """``run`` with every group's stitched timings a 2 ms median and 20 rounds within 1% of it: a tight
+    distribution, so that a test of the effect-size threshold does not hang on the fixture's few noisy rounds."""
+    rounds = tuple(2e-3 * (1 + (i - 10) / 1000) for i in range(20))
+    spread = Spread(2e-3, rounds[5], rounds[15], rounds)
+    return dataclasses.replace(run, groups=tuple(dataclasses.replace(g, stitched_median=2e-3, stitched_spread=spread) for g in run.groups))
+
+
+def at_2ms(run: Run) -> Run:
+    """``run`` with every group's stitched timings scaled to a 2 ms median: above the noise floor
+    (``NOISE_FLOOR_S``), which the fixture's sub-millisecond models are not."""
+    groups = tuple(_scaled_group(g, 2e-3 / g.stitched_median) for g in run.groups)
+    return dataclasses.replace(run, groups=groups)
 
 
 def test_speedup_is_eager_median_over_stitched_median(bench_files):
@@ -33,7 +62,7 @@ def test_relative_change():
 
 @pytest.mark.parametrize(("factor", "flagged"), [(1.15, True), (1.05, False), (0.5, False)])
 def test_a_slower_stitched_median_is_flagged_only_beyond_the_threshold(bench_files, factor, flagged):
-    baseline = load_run(bench_files["baseline"])
+    baseline = tight_2ms(load_run(bench_files["baseline"]))
     regressions = find_regressions(baseline, scaled(baseline, factor), threshold=0.10)
     assert bool(regressions) is flagged
     if flagged:
@@ -44,7 +73,7 @@ def test_a_slower_stitched_median_is_flagged_only_beyond_the_threshold(bench_fil
 
 
 def test_the_threshold_is_the_callers(bench_files):
-    baseline = load_run(bench_files["baseline"])
+    baseline = tight_2ms(load_run(bench_files["baseline"]))
     assert find_regressions(baseline, scaled(baseline, 1.15), threshold=0.20) == []
     assert find_regressions(baseline, scaled(baseline, 1.05), threshold=0.01)
     with pytest.raises(ReportError, match="threshold must be >= 0"):

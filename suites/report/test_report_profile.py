@@ -123,3 +123,42 @@ def test_the_stacked_bars_are_as_long_as_the_times(bench_files, derive, tmp_path
     assert engine > 3000  # three rows of bars, not only the legend's patches
     assert torch_ / engine == pytest.approx(2, rel=0.15)
     assert boundary / engine == pytest.approx(3, rel=0.15)
+
+
+def _bar_widths(pixels, color: str) -> list[int]:
+    """The width in pixels of each horizontal bar drawn in ``color``, top to bottom (legend patches excluded)."""
+    red, green, blue = (int(color[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    rgb = pixels[..., :3]
+    mask = (abs(rgb[..., 0] - red) < 0.02) & (abs(rgb[..., 1] - green) < 0.02) & (abs(rgb[..., 2] - blue) < 0.02)
+    widths, current = [], 0
+    for row in mask.sum(axis=1):
+        if row:
+            current = max(current, int(row))
+        elif current:
+            widths.append(current)
+            current = 0
+    return [w for w in widths if w > 30]  # the legend's patch is ~20 px wide
+
+
+def test_a_fast_model_gets_a_bar_as_visible_as_a_slow_ones(bench_files, derive, tmp_path):
+    """One group's call 400x longer than the others (20 ms beside 50 µs): every bar still shows its shares."""
+    from matplotlib.image import imread
+
+    def one_slow(data):
+        profiled = [b for b in data["benchmarks"] if "profile" in b["extra_info"]]
+        for index, benchmark in enumerate(profiled):
+            scale = 400.0 if index == 0 else 1.0
+            benchmark["extra_info"]["profile"].update(total_s=5e-5 * scale, engine_s=5e-5 * scale, torch_s=0.0, boundary_s=0.0)
+
+    result = write_report([load_run(derive(bench_files["baseline"], "one_slow.json", one_slow))], tmp_path / "out")
+    widths = _bar_widths(imread(next(p for p in result.plots if p.name == "time_breakdown").path), TENSORRT_COLOR)
+    assert len(widths) >= 3 and min(widths) > 0.9 * max(widths), widths
+
+
+def test_a_log_axis_labels_its_ticks_as_plain_numbers():
+    """Not matplotlib's "4x10^0" on a speedup axis."""
+    from trtcheck.report import plots
+
+    axes = plots._figure(4, 3).add_subplot()
+    assert plots._log_scale_if_wide(axes, [0.1, 1.0, 40.0])
+    assert axes.yaxis.get_minor_formatter()(4.0, 0) == "4" and axes.yaxis.get_major_formatter()(0.1, 0) == "0.1"

@@ -28,17 +28,19 @@ import time
 
 import pytest
 
+import trtcheck.testing.timing as timing
+
 FLOOR_S = 0.01
 
 
 @pytest.fixture(autouse=True)
 def steady_and_maybe_slower(request, monkeypatch):
-    module = request.module
-    if not hasattr(module, "synchronized"):
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    variant = params.get("variant", params.get("trtcheck_variant"))
+    if variant is None:
         return
-    variant = request.node.callspec.params.get("variant")
     extra = float(os.environ.get("TRTCHECK_TEST_SLOWDOWN_S", "0")) if variant == "stitched" else 0.0
-    original = module.synchronized
+    original = timing.synchronized
 
     def synchronized(fn, inputs):
         timed = original(fn, inputs)
@@ -48,7 +50,7 @@ def steady_and_maybe_slower(request, monkeypatch):
             return timed()
         return call
 
-    monkeypatch.setattr(module, "synchronized", synchronized)
+    monkeypatch.setattr(timing, "synchronized", synchronized)
 '''
 
 GROUP = "seed_lgamma-min_block_size_1"

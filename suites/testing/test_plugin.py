@@ -86,7 +86,10 @@ def wrong_mul():
     report_dir = tmp_path / "reports"
     result = pytester.runpytest("--trtcheck", "--trtcheck-settings", "min_block_size_1", "--trtcheck-report", str(report_dir))
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*VerificationError*", "*FAILED*", "*outputs differ from eager*", "*repro: python*repro.py*"])
+    result.stdout.fnmatch_lines([
+        "E * trtcheck.errors.VerificationError: trtcheck verification of test_mine[[]min_block_size_1[]]: FAILED",
+        "*outputs differ from eager*", "*repro: python*repro.py*",
+    ])
     repros = list(report_dir.glob("*/repro.py"))
     assert len(repros) == 1
 

@@ -116,3 +116,31 @@ def test_the_module_runs_on_opinfo_samples() -> None:
     assert "Concat" in cat_line
     totals = dict(line.strip().rsplit(": ", 1) for line in out.split("Totals:")[1].splitlines() if ": " in line)
     assert int(totals["core overloads"]) >= int(totals["with converter"]) >= int(totals["measured"]) >= 3
+
+
+@pytest.fixture
+def main_in_process(monkeypatch):
+    """``coverage.main`` sets torch's thread count and log levels for its own process: not for this test session's."""
+    monkeypatch.setattr(torch, "set_num_threads", lambda threads: None)
+    monkeypatch.setattr(torch._logging, "set_logs", lambda **levels: None)
+    return coverage.main
+
+
+def test_without_expecttest_it_says_so_at_once_and_the_totals_do_not_claim_measured_0(main_in_process, monkeypatch, capsys) -> None:
+    """A non-dev install: no OpInfo, so nothing is measured; it must not spend a minute and report "measured: 0"."""
+    real_find_spec = coverage.importlib.util.find_spec
+    monkeypatch.setattr(coverage.importlib.util, "find_spec", lambda name, *a: None if name == "expecttest" else real_find_spec(name, *a))
+    monkeypatch.setattr(coverage, "observe_opinfo", lambda *a, **k: pytest.fail("measured without expecttest"))
+    assert main_in_process(["--totals"]) == 0
+    captured = capsys.readouterr()
+    assert "expecttest is not installed" in captured.err
+    assert "  measured: not measured (expecttest is not installed: pip install expecttest)" in captured.out
+    assert "  with converter: " in captured.out and "measured: 0" not in captured.out
+
+
+def test_measuring_reports_progress_on_stderr(main_in_process, capsys) -> None:
+    pytest.importorskip("expecttest")
+    assert main_in_process(["--ops", "sin", "--totals"]) == 0
+    captured = capsys.readouterr()
+    assert "trtcheck coverage: OpInfo samples measured: " in captured.err and " s)" in captured.err
+    assert "Totals:" in captured.out and "trtcheck coverage:" not in captured.out

@@ -40,7 +40,25 @@ def test_each_node_is_drawn_with_op_shape_segment_and_reason(seed_partition):
     assert "reason: forced op (torch_executed_ops) - aten.mul.Tensor is in torch_executed_ops" in by_name["mul"][1]
     assert by_name["cat"][0] == "2" and "runs: TensorRT (segment @2)" in by_name["cat"][1]
     assert ">lgamma</text>" in page and ">f32[10, 3]</text>" in page  # the labels, not only the tooltips
-    assert "op coverage: 42.9%" in page and "engine @0: 2 nodes" in page and "Torch @1: 4 nodes" in page
+    assert "op coverage: 42.9%" in page and "engine @0: 2 compute nodes" in page and "Torch @1: 4 compute nodes" in page
+
+
+class _MaxThenLgamma(torch.nn.Module):
+    def forward(self, x):
+        values, _ = torch.max(x, dim=1)  # a tuple and its getitem, in the engine
+        return torch.lgamma(values + 1)
+
+
+def test_tooltips_give_each_target_its_own_reason():
+    """A TensorRT node is there because a converter accepts it, not "convertible, yet in Torch"; a getitem inside an
+    engine indexes a TensorRT result. Torch nodes keep their headings."""
+    partition = trtcheck.partition(_MaxThenLgamma(), (torch.rand(2, 3),), trtcheck.Settings(min_block_size=1))
+    titles = re.findall(r"<g class=\"node\" data-segment=\"\d*\"><title>([^<]*)</title>", partition_html(partition))
+    by_name = {text.split("\n")[0]: text for text in titles}
+    assert "runs: TensorRT" in by_name["max_1"] and "reason: a converter accepts it" in by_name["max_1"], by_name["max_1"]
+    assert "runs: TensorRT" in by_name["getitem"] and "reason: getitem of a TensorRT result - indexes max_1" in by_name["getitem"]
+    assert "runs: Torch" in by_name["lgamma"] and "reason: no converter, or its validator refused the node" in by_name["lgamma"]
+    assert "in Torch" not in by_name["max_1"] + by_name["getitem"] + by_name["add"]
 
 
 def test_one_path_per_edge_and_boundary_edges_marked(seed_partition):

@@ -61,8 +61,9 @@ def test_repro_folder_has_every_file_and_the_failure(tmp_path, case):
     folder = write_repro(tmp_path, gm, inputs, settings, "onnxruntime", "out[0]: 3 of 8 elements exceed\ndetails")
     assert folder == tmp_path / "repro"
     assert sorted(p.name for p in folder.iterdir()) == [
-        "failure.txt", "graph.py", "inputs.pt", "model.pt", "repro.py", "settings.json"
+        "converters.json", "failure.txt", "graph.py", "inputs.pt", "model.pt", "repro.py", "settings.json"
     ]
+    assert json.loads((folder / "converters.json").read_text()) == []  # only trtcheck's own converters here
     assert (folder / "failure.txt").read_text() == "out[0]: 3 of 8 elements exceed\ndetails\n"
     assert "aten.addmm.default" in (folder / "graph.py").read_text()
     assert json.loads((folder / "settings.json").read_text()) == {

@@ -32,6 +32,7 @@ from trtcheck.errors import GraphMustChange
 from trtcheck.partitioning.model import Segment
 from trtcheck.partitioning.nodes import is_size_computation, node_is_tensor
 from trtcheck.partitioning.reasons import Reason, ReasonKind, Target
+from trtcheck.text import plural
 
 
 def enforce_tensor_boundaries(
@@ -155,7 +156,7 @@ def apply_min_block_size(
                 targets[node] = Target.TORCH
                 reasons[node] = Reason(
                     ReasonKind.MIN_BLOCK_SIZE,
-                    f"its TensorRT segment had {segment.size} compute node(s) < min_block_size={min_block_size}",
+                    f"its TensorRT segment had {plural(segment.size, 'compute node')} < min_block_size={min_block_size}",
                 )
             changed = True
     return changed

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 import torch.fx
 
+from trtcheck.partitioning.nodes import counts_toward_block_size
 from trtcheck.partitioning.reasons import ReasonKind, Target
+from trtcheck.text import plural
 
 if TYPE_CHECKING:  # Partition imports this module to explain itself; this one only reads its fields
     from trtcheck.partitioning.model import Partition
@@ -34,6 +36,18 @@ REASON_HEADINGS: dict[ReasonKind, str] = {
     ReasonKind.FOLLOWS_PRODUCER: "getitem of a Torch result",
     ReasonKind.CONVERTIBLE: "convertible, yet in Torch",
 }
+# The same kinds said of a node in TensorRT: the headings above explain what keeps a node *out* of TensorRT,
+# and read wrongly for one inside an engine ("convertible, yet in Torch" for every converted node).
+TENSORRT_HEADINGS: dict[ReasonKind, str] = {
+    ReasonKind.CONVERTIBLE: "a converter accepts it",
+    ReasonKind.FOLLOWS_PRODUCER: "getitem of a TensorRT result",
+}
+
+
+def reason_heading(kind: ReasonKind | None, target: Target | None) -> str:
+    """How a reason kind reads for a node running on ``target``: the one wording of text and HTML alike."""
+    headings = TENSORRT_HEADINGS if target is Target.TENSORRT else REASON_HEADINGS
+    return headings.get(kind, getattr(kind, "value", "no reason recorded"))
 
 
 @dataclass(frozen=True)
@@ -81,7 +95,7 @@ class ExplainSummary:
 
     @property
     def coverage(self) -> float:
-        """Percent of compute nodes (everything but inputs, constants and the output) in TensorRT."""
+        """Percent of compute nodes (everything but inputs, constants, the output and getitem) in TensorRT."""
         return 100.0 * self.tensorrt_nodes / self.compute_nodes if self.compute_nodes else 0.0
 
     @property
@@ -101,8 +115,10 @@ class ExplainSummary:
                 for node in segment.nodes:
                     target_by_node[node] = segment.target
                 if segment.target is Target.TENSORRT:
-                    engines.append(EngineSegment(index, len(segment.nodes), path))
-            nodes = part.compute_nodes
+                    engines.append(EngineSegment(index, segment.size, path))
+            # Compute nodes as min_block_size counts them: a getitem only unpacks its producer's tuple, runs where
+            # the producer runs, and would make "nodes per engine" disagree with "had N compute nodes".
+            nodes = [node for node in part.compute_nodes if counts_toward_block_size(node)]
             compute += len(nodes)
             branches, branch_nodes = branches + bool(path), branch_nodes + (len(nodes) if path else 0)
             for node in nodes:
@@ -128,7 +144,7 @@ class ExplainSummary:
 
     def coverage_line(self) -> str:
         branches = (
-            f"; {self.branch_nodes} of them in {self.branches} branch graph(s) of control flow, each counted once"
+            f"; {self.branch_nodes} of them in {plural(self.branches, 'branch graph')} of control flow, each counted once"
             if self.branches
             else ""
         )
@@ -152,7 +168,7 @@ class ExplainSummary:
             if group.kind is not kind:
                 kind = group.kind
                 count = sum(len(g.nodes) for g in self.torch_groups if g.kind is kind)
-                heading = REASON_HEADINGS.get(kind, getattr(kind, "value", "no reason recorded"))
+                heading = reason_heading(kind, Target.TORCH)
                 lines.append(f"  {heading} ({count}):")
             names = ", ".join(group.nodes)
             text = f"{group.detail}: {names}" if group.detail else names

@@ -22,6 +22,7 @@ from trtcheck.partitioning.explain import ExplainSummary
 from trtcheck.partitioning.nodes import branch_names, counts_toward_block_size, is_compute, is_tensor_value, op_name
 from trtcheck.partitioning.reasons import Reason, ReasonKind, Target
 from trtcheck.settings import Settings
+from trtcheck.text import plural
 
 
 @dataclass(eq=False)
@@ -186,7 +187,7 @@ class Partition:
             return line
 
         branches = [part for path, part in self.walk() if path]
-        return f"{line}; in {len(branches)} branch graph(s): {_count_line([s for part in branches for s in part.segments])}"
+        return f"{line}; in {plural(len(branches), 'branch graph')}: {_count_line([s for part in branches for s in part.segments])}"
 
     def explain_summary(self) -> str:
         """Op coverage, engines with their sizes, and every Torch node grouped by reason.
@@ -237,11 +238,13 @@ class Partition:
 
 
 def _count_line(segments: list[Segment]) -> str:
+    """Segments per target and their compute nodes (``Segment.size``: getitem not counted, as for min_block_size
+    and op coverage, so the three figures agree)."""
     trt = [s for s in segments if s.target is Target.TENSORRT]
     torch_segments = [s for s in segments if s.target is Target.TORCH]
-    trt_nodes = sum(len(s.nodes) for s in trt)
-    torch_nodes = sum(len(s.nodes) for s in torch_segments)
-    return f"{len(segments)} segments: {len(trt)} TensorRT ({trt_nodes} nodes), {len(torch_segments)} Torch ({torch_nodes} nodes)"
+    trt_nodes = plural(sum(s.size for s in trt), "compute node")
+    torch_nodes = plural(sum(s.size for s in torch_segments), "compute node")
+    return f"{plural(len(segments), 'segment')}: {len(trt)} TensorRT ({trt_nodes}), {len(torch_segments)} Torch ({torch_nodes})"
 
 
 def mergeable(first: Segment, second: Segment) -> bool:

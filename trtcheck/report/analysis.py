@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from trtcheck.errors import ReportError
 from trtcheck.report.loading import Group, Run
+from trtcheck.report.statistics import Evidence, Spread, is_regression
 
 DEFAULT_THRESHOLD = 0.10
 
@@ -27,6 +28,9 @@ class Regression:
     """Relative change of the stitched median (0.15 = 15% slower); None when either median is missing."""
     latency_regressed: bool
     segments_grew: bool
+    evidence: Evidence | None = None
+    """Why the slowdown is taken as real (the rank test's p-value, or disjoint quartiles); None when no
+    latency was compared."""
 
     @property
     def label(self) -> str:
@@ -38,7 +42,8 @@ class Regression:
         if self.latency_regressed and self.slowdown is not None:
             parts.append(
                 f"stitched median {_ms(self.baseline.stitched_median)} -> {_ms(self.current.stitched_median)} "
-                f"({self.slowdown:+.1%})"
+                f"({self.slowdown:+.1%}{_iqrs(self.baseline, self.current)}"
+                + (f"; {self.evidence.describe()}" if self.evidence else "") + ")"
             )
         if self.segments_grew:
             parts.append(
@@ -94,6 +99,12 @@ def _ms(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1e3:.3f} ms"
 
 
+def _iqrs(baseline: Group, current: Group) -> str:
+    """``, IQR 0.010 -> 0.050 ms``: each median's spread, where recorded."""
+    before, after = (g.stitched_spread.iqr if g.stitched_spread else None for g in (baseline, current))
+    return "" if before is None or after is None else f", IQR {before * 1e3:.3f} -> {after * 1e3:.3f} ms"
+
+
 def _segments(group: Group) -> str:
     return f"{group.segments_total} ({group.segments_tensorrt} TensorRT + {group.segments_torch} Torch)"
 
@@ -120,7 +131,8 @@ def _check_threshold(threshold: float) -> None:
 
 
 def find_regressions(baseline: Run, current: Run, threshold: float = DEFAULT_THRESHOLD) -> list[Regression]:
-    """Groups of ``current`` whose stitched median grew by more than ``threshold`` or whose segments grew.
+    """Groups of ``current`` that got slower for real (``statistics.is_regression``: beyond chance, by more than
+    ``threshold`` and the noise floor), or whose segments grew.
 
     Only groups present in both runs are compared. This compares whatever it is given; callers decide
     whether the runs are comparable (``comparable``), since the report must explain a refusal.
@@ -132,11 +144,20 @@ def find_regressions(baseline: Run, current: Run, threshold: float = DEFAULT_THR
         if before is None:
             continue
         slowdown = relative_change(before.stitched_median, group.stitched_median)
-        latency = slowdown is not None and slowdown > threshold
+        latency, evidence = False, None
+        if slowdown is not None:
+            machine = relative_change(before.eager_median, group.eager_median)  # eager: the same model, the same runs
+            latency, evidence = is_regression(_spread_of(before), _spread_of(group), threshold, 1.0 + (machine or 0.0))
         grew = before.segments_total is not None and group.segments_total is not None and group.segments_total > before.segments_total
         if latency or grew:
-            regressions.append(Regression(group.model, group.preset, before, group, slowdown, latency, grew))
+            regressions.append(Regression(group.model, group.preset, before, group, slowdown, latency, grew, evidence))
     return regressions
+
+
+def _spread_of(group: Group) -> Spread:
+    """The stitched timings of ``group``; a median alone where the file recorded no spread."""
+    assert group.stitched_median is not None
+    return group.stitched_spread or Spread(group.stitched_median)
 
 
 def comparable(a: Run, b: Run) -> bool:

@@ -15,8 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from trtcheck.benchmarking import SCHEMA_VERSION, VARIANTS
+from trtcheck.benchmarking import SCHEMA_VERSION, VARIANTS, preset_label
 from trtcheck.errors import ReportError
+from trtcheck.report.statistics import Spread
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,11 @@ class Group:
     """Where a stitched call spends its time (``trtcheck.profile(...).to_dict()``: ``total_s``, ``engine_s``,
     ``torch_s``, ``boundary_s``, ``boundaries``, ``per_boundary_s``, ``segments``); None in files written
     before benchmarks recorded it, or when it is malformed (the run's notes say so)."""
+    stitched_spread: Spread | None = None
+    """The stitched benchmark's quartiles and rounds (``Spread``), which the regression check tests."""
+    precision: str = "fp32"
+    """``Settings.precision`` of the compiled module (files written before benchmarks recorded it: fp32). A group
+    below fp32 is its own group: its ``preset`` reads ``{preset}-{precision}`` (``benchmarking.preset_label``)."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -190,11 +196,20 @@ def _commit(info: Mapping[str, Any]) -> Commit:
     )
 
 
-def _median(path: Path, benchmark: Mapping[str, Any]) -> float:
-    median = (benchmark.get("stats") or {}).get("median")
-    if not isinstance(median, (int, float)) or median < 0:
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _spread(path: Path, benchmark: Mapping[str, Any]) -> Spread:
+    """The benchmark's median and quartiles, and its rounds where the file kept them (``--benchmark-save-data``):
+    what tells a real slowdown from noise (``trtcheck.report.statistics``)."""
+    stats = benchmark.get("stats") or {}
+    median = _number(stats.get("median"))
+    if median is None:
         raise ReportError(f"{path}: benchmark {benchmark.get('fullname') or benchmark.get('name')!r} has no stats.median")
-    return float(median)
+    data = stats.get("data")
+    rounds = tuple(float(v) for v in data) if isinstance(data, list) and all(_number(v) is not None for v in data) and data else None
+    return Spread(median, _number(stats.get("q1")), _number(stats.get("q3")), rounds)
 
 
 def _first(values: Iterable[Any]) -> Any:
@@ -216,7 +231,7 @@ def _profile(value: Any) -> Mapping[str, Any] | None | str:
     return dict(value)
 
 
-def _group(model: str, preset: str, by_variant: Mapping[str, tuple[float, Mapping[str, Any]]], notes: list[str] | None = None) -> Group:
+def _group(model: str, preset: str, by_variant: Mapping[str, tuple[Spread, Mapping[str, Any]]], notes: list[str] | None = None) -> Group:
     infos = [by_variant[v][1] for v in ("stitched", "eager") if v in by_variant]
     profile = _profile(_first(info.get("profile") for info in infos))
     if isinstance(profile, str):
@@ -228,8 +243,8 @@ def _group(model: str, preset: str, by_variant: Mapping[str, tuple[float, Mappin
         model=model,
         preset=preset,
         backend=_first(info.get("backend") for info in infos),
-        eager_median=by_variant["eager"][0] if "eager" in by_variant else None,
-        stitched_median=by_variant["stitched"][0] if "stitched" in by_variant else None,
+        eager_median=by_variant["eager"][0].median if "eager" in by_variant else None,
+        stitched_median=by_variant["stitched"][0].median if "stitched" in by_variant else None,
         segments_tensorrt=segments.get("tensorrt"),
         segments_torch=segments.get("torch"),
         boundaries=_first(info.get("boundaries") for info in infos),
@@ -239,7 +254,15 @@ def _group(model: str, preset: str, by_variant: Mapping[str, tuple[float, Mappin
         equivalence=_first(info.get("equivalence") for info in infos),
         denormals_flushed=_first(info.get("denormals_flushed") for info in infos),
         profile=profile,
+        stitched_spread=by_variant["stitched"][0] if "stitched" in by_variant else None,
+        precision=str(_first(info.get("precision") for info in infos) or "fp32"),
     )
+
+
+def preset_key(info: Mapping[str, Any]) -> str:
+    """A benchmark's preset as the report groups it: the preset, with ``-fp16``/``-bf16`` when its precision is reduced
+    (``benchmarking.preset_label``), so that a preset's precisions are separate groups (a fp32 run's keep their names)."""
+    return preset_label(str(info["preset"]), str(info.get("precision") or "fp32"))
 
 
 def load_run(path: str | Path) -> Run:
@@ -249,7 +272,7 @@ def load_run(path: str | Path) -> Run:
     notes: list[str] = []
     ignored = 0
     other_schema = 0
-    variants: dict[tuple[str, str], dict[str, tuple[float, Mapping[str, Any]]]] = {}
+    variants: dict[tuple[str, str], dict[str, tuple[Spread, Mapping[str, Any]]]] = {}
     for benchmark in data["benchmarks"]:
         info = benchmark.get("extra_info") if isinstance(benchmark, dict) else None
         if not isinstance(info, dict) or "trtcheck_schema" not in info:
@@ -260,7 +283,7 @@ def load_run(path: str | Path) -> Run:
             continue
         name = benchmark.get("fullname") or benchmark.get("name")
         try:
-            key, variant = (str(info["model"]), str(info["preset"])), str(info["variant"])
+            key, variant = (str(info["model"]), preset_key(info)), str(info["variant"])
         except KeyError as missing:
             raise ReportError(f"{path}: benchmark {name!r} has trtcheck extra_info without {missing}") from None
         if variant not in VARIANTS:
@@ -269,7 +292,7 @@ def load_run(path: str | Path) -> Run:
         if variant in group:
             notes.append(f"{key[0]}/{key[1]} has more than one {variant} benchmark: {name} was ignored, the first one read is used")
             continue
-        group[variant] = (_median(path, benchmark), info)
+        group[variant] = (_spread(path, benchmark), info)
     if other_schema:
         notes.append(f"{other_schema} benchmark(s) use a trtcheck_schema other than {SCHEMA_VERSION} and were skipped")
     if ignored:

@@ -60,11 +60,20 @@ def _palette(count: int) -> list:
 
 
 def _log_scale_if_wide(axes, values: Sequence[float]) -> bool:
-    """Log y axis when the values span more than ``LOG_SPAN``: one slow model must not flatten the rest."""
+    """Log y axis when the values span more than ``LOG_SPAN``: one slow model must not flatten the rest.
+
+    Its ticks read as plain numbers (``4``, ``0.5``, ``20``), minor ones too: matplotlib's default labelled a
+    speedup axis ``4x10^0``.
+    """
     positive = [v for v in values if v > 0]
     wide = bool(positive) and max(positive) / min(positive) > LOG_SPAN
     if wide:
+        from matplotlib.ticker import FuncFormatter
+
         axes.set_yscale("log")
+        plain = FuncFormatter(lambda value, _: f"{value:g}")
+        axes.yaxis.set_major_formatter(plain)
+        axes.yaxis.set_minor_formatter(plain)
     return wide
 
 
@@ -163,13 +172,16 @@ def _horizontal_stacked(
     fmt: str,
     integer: bool = False,
     groups: Sequence[Group] | None = None,
+    width: float = 9.0,
+    ends: Sequence[str] = (),
 ) -> Path:
     """Horizontal stacked bars, one row per group (labels are long, so rows, not columns).
 
-    The rows are ``groups`` when given (a subset of ``run.groups``), else every group of ``run``.
+    The rows are ``groups`` when given (a subset of ``run.groups``), else every group of ``run``; ``ends``, one
+    text per row, is written right of each bar (the absolute total of a relative view).
     """
     labels = [g.label for g in (run.groups if groups is None else groups)]
-    figure = _figure(9.0, max(2.5, 1.3 + 0.45 * len(labels)))
+    figure = _figure(width, max(2.5, 1.3 + 0.45 * len(labels)))
     axes = figure.add_subplot()
     left = [0.0] * len(labels)
     totals = [sum(column) for column in zip(*(widths for _, _, widths in stacks))]
@@ -178,6 +190,10 @@ def _horizontal_stacked(
         bars = axes.barh(labels, widths, left=left, label=name, color=color)
         axes.bar_label(bars, labels=[fmt.format(w) if w and w >= readable else "" for w in widths], label_type="center", fontsize=9)
         left = [a + b for a, b in zip(left, widths)]
+    for row, (end, text) in enumerate(zip(left, ends)):
+        axes.annotate(text, (end, row), xytext=(4, 0), textcoords="offset points", va="center", fontsize=9)
+    if ends:
+        axes.set_xlim(0, max(left, default=1.0) * 1.12)  # room for the texts
     # The first group on top, as in the table, and no margin: matplotlib's 5% of 130 rows left 6 empty rows.
     axes.set_ylim(len(labels) - 0.5, -0.5)
     if integer:
@@ -213,8 +229,10 @@ def plot_segments(run: Run, path: Path) -> Plot:
 
 
 def plot_time_breakdown(run: Run, path: Path) -> Plot | None:
-    """Stacked bars: one stitched call's engine, Torch and boundary time (ms) per group with a profile.
+    """Stacked bars: the share of one stitched call spent in engines, Torch and boundaries, per group with a
+    profile, each bar 100% of its own call and the call's time written at its end.
 
+    Relative, not absolute: on one time axis a model of 0.05 ms drew no visible bar next to resnet18's 20 ms.
     None when no group of ``run`` has a profile (files written before benchmarks recorded one).
     """
     groups = [g for g in run.groups if g.profile is not None]
@@ -223,17 +241,16 @@ def plot_time_breakdown(run: Run, path: Path) -> Plot | None:
     parts = (("engine", TENSORRT_COLOR, "engine_s"), ("Torch", TORCH_COLOR, "torch_s"), ("boundary overhead", BOUNDARY_COLOR, "boundary_s"))
     # A negative boundary time (timer noise on a call with no crossing) would draw backwards: clamp it.
     seconds = [(name, color, [max(0.0, g.profile_seconds(key) or 0.0) for g in groups]) for name, color, key in parts]
-    longest = max(sum(column) for column in zip(*(values for _, _, values in seconds)))
-    # Whole microseconds while calls are short: "11" fits on a narrow piece where "0.011" (ms) does not.
-    unit, factor, fmt = ("µs", 1e6, "{:.0f}") if longest < 1e-2 else ("ms", 1e3, "{:.1f}")
-    stacks = [(name, color, [value * factor for value in values]) for name, color, values in seconds]
+    totals = [sum(column) for column in zip(*(values for _, _, values in seconds))]
+    stacks = [(name, color, [100.0 * v / t if t else 0.0 for v, t in zip(values, totals)]) for name, color, values in seconds]
     saved = _horizontal_stacked(
-        run, "Where a stitched call spends its time, latest run", f"{unit} per call", stacks, path, fmt, groups=groups
+        run, "Where a stitched call spends its time, latest run", "% of the call", stacks, path, "{:.0f}%", groups=groups,
+        width=12.0, ends=[format_seconds(total) for total in totals],
     )
     caption = (
-        "One call of the stitched module (trtcheck.profile: the call with the median total of 20): time inside "
-        "the engines, in Torch segments, and the overhead of crossing between them (input checks, binding, "
-        "copies, Python calls)."
+        "One call of the stitched module (trtcheck.profile: the call with the median total of 20), as shares of "
+        "that call: time inside the engines, in Torch segments, and the overhead of crossing between them (input "
+        "checks, binding, copies, Python calls); the call's time is at the end of each bar."
     )
     missing = len(run.groups) - len(groups)
     if missing:
@@ -254,3 +271,7 @@ def draw_all(runs: Sequence[Run], directory: Path) -> list[Plot]:
     ]
     return [plot for plot in plots if plot is not None]
 
+
+def format_seconds(seconds: float) -> str:
+    """``0.0203`` -> ``"20.3 ms"``, ``4.5e-05`` -> ``"45 µs"``: a call's time in the unit that reads at a glance."""
+    return f"{seconds * 1e3:.1f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.0f} µs"

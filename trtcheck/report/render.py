@@ -19,7 +19,7 @@ from trtcheck.report.plots import Plot
 BOUNDARY_OVERHEAD = "boundary overhead µs"
 COLUMNS = (
     "model", "preset", "eager ms", "stitched ms", "speedup", "segments (TRT/Torch)", "boundaries", BOUNDARY_OVERHEAD,
-    "compile s", "equivalence", "regression",
+    "precision", "compile s", "equivalence", "regression",
 )
 
 
@@ -99,6 +99,7 @@ def table_rows(summary: Summary) -> list[Row]:
             segments,
             _number(group.boundaries, "d"),
             _boundary_overhead(group),
+            group.precision,
             _number(group.compile_seconds, ".2f"),
             _equivalence(group),
             flag,
@@ -189,6 +190,8 @@ def render_markdown(summary: Summary, plots: Sequence[Plot]) -> str:
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 1320px; }
+.table-wrap { max-width: 100%; overflow-x: auto; }  /* a table wider than the screen scrolls inside the page */
+h1, h2, .box, p, li, figcaption { overflow-wrap: anywhere; }  /* a long model/preset name or path wraps on a phone */
 h1 { font-size: 22px; margin-bottom: 4px; }
 .headline { font-size: 17px; font-weight: 600; margin: 10px 0; }
 .box { padding: 10px 14px; border-radius: 6px; margin: 10px 0; }
@@ -196,14 +199,15 @@ h1 { font-size: 22px; margin-bottom: 4px; }
 .regressions { background: #fde5e3; border: 1px solid #d93025; }
 .clean { background: #e6f4ea; border: 1px solid #34a853; }
 table { border-collapse: collapse; margin: 8px 0 18px; font-size: 13px; }
-th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: left; }
 td { white-space: nowrap; }
-td:last-child { white-space: normal; min-width: 16em; }  /* the regression reasons wrap: the table fits 1400 px */
+/* the last two columns (equivalence, regression) wrap, so the whole table, regression column included, fits 1400 px */
+td:nth-last-child(-n+2) { white-space: normal; min-width: 9em; }
 th { background: #f1f3f4; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.regressed td { background: #fde5e3; font-weight: 600; }
 td.fail, li.fail { color: #b00020; font-weight: 700; }
-.plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(620px, 1fr)); gap: 18px; }
+.plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(620px, 100%), 1fr)); gap: 18px; }
 figure { margin: 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figure.wide { grid-column: 1 / -1; }  /* a plot drawn wider than a column gets the page's width */
 figcaption { font-size: 12px; color: #555; }
@@ -224,7 +228,7 @@ def _html_table(
             f'<td class="{cls}">{html.escape(cell)}</td>' if cls else f"<td>{html.escape(cell)}</td>" for cell, cls in zip(row, classes)
         )
         body.append(f'<tr class="{row_class}">{cells}</tr>' if row_class else f"<tr>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 WIDE_PX = 1000  # a plot wider than this spans every column of the page: at a column's 620 px it would be unreadable
@@ -248,7 +252,7 @@ def render_html(summary: Summary, plots: Sequence[Plot]) -> str:
     rows = table_rows(summary)
     parts = [
         "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
+        '<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>trtcheck report: {html.escape(latest.path.name)}</title>",
         f"<style>{STYLE}</style></head><body>",
         f"<h1>trtcheck benchmark report: {html.escape(latest.path.name)}</h1>",

@@ -7,14 +7,23 @@ tests marked ``trtcheck`` (and every test using a trtcheck fixture) are skipped,
 Downstream::
 
     def test_mine(trtcheck_verify):
-        trtcheck_verify(MyModel().eval(), (torch.randn(1, 3, 32, 32),))
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval()
+        trtcheck_verify(model, (torch.randn(1, 3, 32, 32),))
 
-``pytest --trtcheck`` runs it once per selected preset (``--trtcheck-settings``).
+    def test_speed(trtcheck_benchmark):     # eager and stitched, for trtcheck report
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval()
+        trtcheck_benchmark(model, (torch.randn(1, 3, 32, 32),), name="conv_relu")
+
+``pytest --trtcheck`` runs it once per selected preset (``--trtcheck-settings``), and with
+``--trtcheck-precision fp32,fp16,bf16`` once per preset and precision (``Settings.precision`` on top of each preset).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,11 +34,12 @@ import pytest
 import trtcheck  # the root, errors and presets import no torch: the plugin loads in every pytest session
 from trtcheck.errors import BackendError, SettingsError, UnmatchedOpError
 from trtcheck.presets import DEFAULT_PRESETS, resolve_presets
+from trtcheck.settings import PRECISIONS
 
 MARKER = "trtcheck"
 FIXTURES = frozenset({
     "trtcheck_settings", "trtcheck_compile", "trtcheck_verify", "trtcheck_model", "trtcheck_preset", "trtcheck_model_entry",
-    "trtcheck_lowered",
+    "trtcheck_lowered", "trtcheck_benchmark", "trtcheck_variant", "trtcheck_precision",
 })
 
 # option name -> (ini default, type, help); every option is also an ini setting (trtcheck_backend, ...).
@@ -37,6 +47,7 @@ OPTIONS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "backend": ("auto", str, "engine backend: onnxruntime, tensorrt or auto (TensorRT when it and CUDA exist)"),
     "models": ("*", str, "zoo models to verify: names or globs, comma separated (e.g. 'resnet*,seed_lgamma')"),
     "settings": (",".join(DEFAULT_PRESETS), str, "fallback presets, comma separated, or 'all'"),
+    "precision": ("fp32", str, "precisions each preset runs at (Settings.precision), comma separated: fp32, fp16, bf16"),
     "examples": ("10", int, "random graphs per random-graph test (hypothesis max_examples)"),
     "report": ("trtcheck-report", str, "directory for failure repros and artifacts"),
     "seed": ("0", int, "seed of the random inputs used for equivalence"),
@@ -44,6 +55,10 @@ OPTIONS: dict[str, tuple[str, Callable[[str], Any], str]] = {
 ALLOW_FALLBACKS_HELP = (
     "let a TensorRT segment whose conversion or engine build failed run in PyTorch instead of failing the test "
     "(default: off, since a model that fell back to PyTorch verifies nothing about its conversion)"
+)
+LOCALIZE_BUDGET_HELP = (
+    "seconds a failing equivalence check may spend localizing its mismatch (the culprit op, its converter, its "
+    "local and accumulated error: trtcheck.verification.localize); 0 turns it off (default: 60)"
 )
 STASH = pytest.StashKey["HarnessConfig"]()
 
@@ -60,6 +75,8 @@ class HarnessConfig:
     report_dir: Path
     seed: int
     allow_fallbacks: bool = False
+    localize_budget: float = 60.0
+    precisions: tuple[str, ...] = ("fp32",)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -72,6 +89,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--trtcheck-allow-fallbacks", dest="trtcheck_allow_fallbacks", action="store_true", default=None, help=ALLOW_FALLBACKS_HELP
     )
     parser.addini("trtcheck_allow_fallbacks", ALLOW_FALLBACKS_HELP, type="bool", default=False)
+    group.addoption(
+        "--trtcheck-localize-budget", dest="trtcheck_localize_budget", default=None, metavar="SECONDS", help=LOCALIZE_BUDGET_HELP
+    )
+    parser.addini("trtcheck_localize_budget", LOCALIZE_BUDGET_HELP, default="60")
 
 
 def _option(config: pytest.Config, name: str) -> Any:
@@ -94,12 +115,29 @@ def _allow_fallbacks(config: pytest.Config) -> bool:
     return bool(config.getini("trtcheck_allow_fallbacks")) if flag is None else bool(flag)
 
 
+def _localize_budget(config: pytest.Config) -> float:
+    value = config.getoption("trtcheck_localize_budget")
+    value = config.getini("trtcheck_localize_budget") if value is None else value
+    try:
+        budget = float(value)
+    except ValueError:
+        raise pytest.UsageError(f"--trtcheck-localize-budget: expected seconds, got {value!r}") from None
+    if budget < 0:
+        raise pytest.UsageError(f"--trtcheck-localize-budget: expected seconds >= 0 (0 turns localization off), got {value!r}")
+    return budget
+
+
 def _harness_config(config: pytest.Config) -> HarnessConfig:
 
     try:
         presets = tuple(resolve_presets(_split(_option(config, "settings"))))
     except SettingsError as error:
         raise pytest.UsageError(f"--trtcheck-settings: {error}") from None
+    precisions = tuple(dict.fromkeys(_split(_option(config, "precision"))))
+    unknown = [p for p in precisions if p not in PRECISIONS]
+    if unknown or not precisions:
+        named = ", ".join(map(repr, unknown)) or "none given"
+        raise pytest.UsageError(f"--trtcheck-precision: {named}; choose from {', '.join(PRECISIONS)}")
     enabled = config.getoption("trtcheck")
     backend = _option(config, "backend")
     if enabled:  # an explicit backend that cannot run here must stop the session, not pass in PyTorch
@@ -119,6 +157,8 @@ def _harness_config(config: pytest.Config) -> HarnessConfig:
         report_dir=report if report.is_absolute() else config.rootpath / report,
         seed=_option(config, "seed"),
         allow_fallbacks=_allow_fallbacks(config),
+        localize_budget=_localize_budget(config),
+        precisions=precisions,
     )
 
 
@@ -134,6 +174,22 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("trtcheck"):
         harness(config)  # fail fast on a bad option
         share_cores_with_other_workers()
+        quiet_torch_trace_log()
+
+
+def quiet_torch_trace_log() -> bool:
+    """Keep torch's structured-trace records out of each failing test's "Captured log" section.
+
+    ``torch.export`` logs dozens of empty DEBUG records to the ``torch.__trace`` logger per model (for
+    ``tlparse``); it does not propagate, but pytest attaches its capture handlers to every non-propagating
+    logger, so a failure printed ~40 blank ``DEBUG torch.__trace`` lines under the report. Without
+    ``TORCH_TRACE`` (or ``TORCH_DTRACE``, ``TORCH_COMPILE_DEBUG``) nothing else reads them, so the logger is
+    disabled; with one set it is left alone. Returns whether it was disabled.
+    """
+    wanted = os.environ.get("TORCH_TRACE") or os.environ.get("TORCH_DTRACE") or os.environ.get("TORCH_COMPILE_DEBUG", "0") != "0"
+    if not wanted:
+        logging.getLogger("torch.__trace").disabled = True
+    return not wanted
 
 
 def share_cores_with_other_workers() -> int | None:
@@ -159,14 +215,61 @@ def share_cores_with_other_workers() -> int | None:
     return threads
 
 
+CHECKED_PROPERTY = "trtcheck_checked"
+
+
+def _quiet_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Under ``-q`` (or ``--no-header``) pytest shows no header, and without ``-rs`` no skip reasons: the trtcheck
+    header lines and each reason trtcheck tests were skipped for (run with --trtcheck; a preset that does not
+    apply) are then printed at the end instead, so a quiet run still says what ran and what did not."""
+    if config.option.verbose < 0 or config.getoption("no_header", False):
+        for line in pytest_report_header(config) or []:
+            terminalreporter.write_line(line)
+    if set(getattr(terminalreporter, "reportchars", "")) & {"s", "a", "A"}:
+        return  # pytest lists the skips itself
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        if MARKER in getattr(report, "keywords", {}) and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+            reasons[reason] = reasons.get(reason, 0) + 1
+    for reason, count in reasons.items():
+        terminalreporter.write_line(f"trtcheck: {count} skipped: {reason}")
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """What each passing ``trtcheck_verify`` call compared (``VerificationReport.checked``): a bare PASSED said
+    nothing of the input sets, the worst error and cosine per output, or the engines it checked."""
+    checked = [
+        (report.nodeid, lines)
+        for report in terminalreporter.stats.get("passed", [])
+        for name, lines in getattr(report, "user_properties", ())
+        if name == CHECKED_PROPERTY
+    ]
+    _quiet_summary(terminalreporter, config)
+    if not checked:
+        return
+    terminalreporter.section("trtcheck: what passing verifications checked")
+    for nodeid, lines in checked:
+        terminalreporter.line(nodeid)
+        for line in lines:
+            terminalreporter.line(f"  {line}")
+
+
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
-    """With ``--trtcheck``: which engine backend runs (and why, for ``auto``), the versions and the device."""
+    """With ``--trtcheck``: which engine backend runs (and why, for ``auto``), the versions and the device, and
+    the presets, saying which apply to zoo models only (a user's own model has no zoo submodule to force)."""
     if not config.getoption("trtcheck"):
         return None
     from trtcheck.engines import describe_backend  # deferred: torch only in sessions that use trtcheck
 
     options = harness(config)
     lines = [f"trtcheck: {line}" for line in describe_backend(options.backend).splitlines()]
+    zoo_only = [p.name for p in options.presets if p.settings_for(None) is None]
+    lines.append(f"trtcheck: presets: {', '.join(p.name for p in options.presets)}" + (
+        f" ({', '.join(zoo_only)}: zoo models only, it forces each zoo model's fallback_module; your own models "
+        "run under the others)" if zoo_only else ""))
+    if options.precisions != ("fp32",):
+        lines.append(f"trtcheck: precisions: {', '.join(options.precisions)} (each preset runs at each)")
     if options.allow_fallbacks:
         lines.append("trtcheck: fallbacks to PyTorch allowed (--trtcheck-allow-fallbacks)")
     return lines
@@ -211,6 +314,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     elif wants_preset:  # a user's own model: presets that need a zoo submodule do not apply
         presets = [p for p in options.presets if p.settings_for(None) is not None]
         metafunc.parametrize("trtcheck_preset", presets, ids=[p.name for p in presets])
+    if "trtcheck_precision" in metafunc.fixturenames and options.precisions != ("fp32",):  # fp32 alone: ids stay as they were
+        metafunc.parametrize("trtcheck_precision", options.precisions)
+    if "trtcheck_variant" in metafunc.fixturenames:  # after the presets: a group's two variants run back to back
+        from trtcheck.benchmarking import VARIANTS  # deferred: torch only in sessions that use trtcheck
+
+        metafunc.parametrize("trtcheck_variant", VARIANTS)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -254,10 +363,20 @@ def trtcheck_lowered(trtcheck_model_entry: Any, trtcheck_settings: Any, _trtchec
 
 
 @pytest.fixture
-def trtcheck_settings(trtcheck_preset: Any, request: pytest.FixtureRequest) -> Any:
-    """The ``trtcheck.Settings`` of the current preset (parametrized over ``--trtcheck-settings``)."""
+def trtcheck_precision(request: pytest.FixtureRequest) -> str:
+    """The current ``Settings.precision`` (parametrized over ``--trtcheck-precision`` when it names more than fp32)."""
+    return getattr(request, "param", "fp32")
+
+
+@pytest.fixture
+def trtcheck_settings(trtcheck_preset: Any, trtcheck_precision: str, request: pytest.FixtureRequest) -> Any:
+    """The ``trtcheck.Settings`` of the current preset (parametrized over ``--trtcheck-settings``) at the current
+    precision (``--trtcheck-precision``)."""
     entry = request.getfixturevalue("trtcheck_model_entry") if "trtcheck_model_entry" in request.fixturenames else None
-    return trtcheck_preset.settings_for(entry.fallback_module if entry is not None else None)
+    settings = trtcheck_preset.settings_for(entry.fallback_module if entry is not None else None)
+    if settings is not None and trtcheck_precision != settings.precision:
+        settings = dataclasses.replace(settings, precision=trtcheck_precision)
+    return settings
 
 
 def _preset_applies(call: Callable[..., Any]) -> Callable[..., Any]:
@@ -267,6 +386,7 @@ def _preset_applies(call: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(call)
     def run(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # a failing test shows its own line and trtcheck's report, not trtcheck's frames
         try:
             return call(*args, **kwargs)
         except UnmatchedOpError as error:
@@ -283,9 +403,10 @@ def trtcheck_compile(trtcheck_settings: Any, trtcheck_config: HarnessConfig) -> 
 
 @pytest.fixture
 def trtcheck_verify(trtcheck_settings: Any, trtcheck_config: HarnessConfig, request: pytest.FixtureRequest) -> Callable[..., Any]:
-    """``trtcheck.verify`` with the current preset, backend, seed and ``--trtcheck-allow-fallbacks``; a failure
-    writes a repro to the report dir."""
+    """``trtcheck.verify`` with the current preset, backend, seed, ``--trtcheck-allow-fallbacks`` and
+    ``--trtcheck-localize-budget``; a failure writes a repro to the report dir, its message localizes a mismatch."""
     def run(model: Any, example_inputs: Any, **overrides: Any) -> Any:
+        __tracebackhide__ = True
         options = dict(
             settings=trtcheck_settings,
             backend=trtcheck_config.backend,
@@ -293,8 +414,57 @@ def trtcheck_verify(trtcheck_settings: Any, trtcheck_config: HarnessConfig, requ
             report_dir=trtcheck_config.report_dir,
             name=request.node.name,
             allow_fallbacks=trtcheck_config.allow_fallbacks,
+            localize_budget=trtcheck_config.localize_budget,
         )
         options.update(overrides)
-        return trtcheck.verify(model, example_inputs, **options)
+        report = trtcheck.verify(model, example_inputs, **options)
+        # user_properties travel with the test's report, from xdist workers too, to the end-of-run summary
+        request.node.user_properties.append((CHECKED_PROPERTY, report.checked()))
+        return report
+
+    return _preset_applies(run)
+
+
+@pytest.fixture
+def trtcheck_variant(request: pytest.FixtureRequest) -> str:
+    """``"eager"`` or ``"stitched"``: which side of a ``trtcheck_benchmark`` group this test times."""
+    return request.param
+
+
+@pytest.fixture
+def trtcheck_benchmark(
+    trtcheck_settings: Any, trtcheck_preset: Any, trtcheck_config: HarnessConfig, trtcheck_variant: str, benchmark: Any,
+    request: pytest.FixtureRequest,
+) -> Callable[..., Any]:
+    """Time the user's own model as the zoo's benchmarks time theirs: ``trtcheck_benchmark(model, example_inputs)``.
+
+    The test runs once per preset and variant (eager, stitched); both land in the pytest-benchmark group
+    ``{name}-{preset}`` with ``trtcheck.benchmarking.extra_info`` and the stitched call's profile, so
+    ``pytest --trtcheck -p no:xdist --benchmark-json=out.json`` then ``trtcheck report out.json --out rep/``
+    report it. ``name`` defaults to the test's name; ``compile_options`` go to ``trtcheck.compile``. The model
+    is compiled once per group; stitched outputs that differ from eager, or a fallback (unless
+    ``--trtcheck-allow-fallbacks``), fail the test after timing. Returns the compiled module.
+    """
+    from trtcheck.testing import timing  # deferred: torch only in sessions that use trtcheck
+
+    def run(model: Any, example_inputs: Any, *, name: str | None = None, **compile_options: Any) -> Any:
+        label = name or request.node.originalname
+        # one report group per preset and precision (--trtcheck-precision): "min_block_size_1-fp16" beside fp32's
+        precision = getattr(trtcheck_settings, "precision", "fp32")
+        preset = trtcheck_preset.name if precision == "fp32" else f"{trtcheck_preset.name}-{precision}"
+        params = getattr(getattr(request.node, "callspec", None), "params", {})
+        # One group per test, preset and the user's own parameters: the eager and the stitched test share it.
+        key = (request.node.path, request.node.originalname, label,
+               tuple((k, id(v)) for k, v in sorted(params.items()) if k != "trtcheck_variant"), trtcheck_config.backend)
+        result = timing.compile_once(key, lambda: (model, tuple(example_inputs)), trtcheck_settings, trtcheck_config.backend,
+                                     **compile_options)
+        if isinstance(result.stitched, trtcheck.PartitionError):
+            reason = str(result.stitched).splitlines()[0]
+            pytest.skip(f"nothing to time: {label} cannot be compiled under {preset} ({reason})")
+        timing.benchmark_variant(benchmark, result, model=label, preset=preset, variant=trtcheck_variant,
+                                 backend=trtcheck_config.backend, min_rounds=request.config.getoption("benchmark_min_rounds"))
+        __tracebackhide__ = True
+        timing.assert_timed_result_holds(result, f"{label}/{preset}", trtcheck_config.allow_fallbacks)
+        return result.stitched
 
     return _preset_applies(run)

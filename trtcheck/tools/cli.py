@@ -4,6 +4,8 @@
     trtcheck partition path/to/mine.py:build         # the user's own factory: () -> (model, example_inputs)
     trtcheck verify mypackage.models:build --backend onnxruntime
     trtcheck verify exported.pt2                     # a torch.export.save file, lowered as exported
+    trtcheck reduce mine.py:build --out reduced/     # every wrong op, reduced to a repro of a few nodes
+    trtcheck reduce repro_dir/                       # the same, from the repro folder a failing verify wrote
     trtcheck compare resnet18 --min-block-size 3      # every partitioner on the same graph and support
     trtcheck compare --zoo --random 500              # the zoo under the default presets, 500 random graphs
     trtcheck report monday.json tuesday.json --out report/ --fail-on-regression
@@ -20,14 +22,19 @@ no torch, so ``trtcheck --help`` answers at once instead of after torch's two-se
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from collections.abc import Sequence
+import threading
+import time
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import trtcheck
 from trtcheck.atomic import atomic_write
-from trtcheck.errors import TrtcheckError
+from trtcheck.errors import ReproWriteWarning, TrtcheckError
 from trtcheck.settings import PRECISIONS, SEGMENTATIONS, Settings
 
 MODEL_HELP = (
@@ -87,20 +94,21 @@ def _verify(args: argparse.Namespace) -> int:
     loaded = _load(args.model)
     lowered = _graph_or_model(loaded) if loaded.is_program else None
     try:
-        result = trtcheck.verify(
-            loaded.eager_model(),
-            loaded.example_inputs,
-            settings,
-            backend=args.backend,
-            num_inputs=args.num_inputs,
-            inputs=loaded.input_sets,
-            example_kwargs=loaded.example_kwargs,
-            allow_fallbacks=args.allow_fallbacks,
-            lowered=lowered,
-            seed=args.seed,
-            report_dir=args.report_dir,
-            name=loaded.name,
-        )
+        with _repro_warnings_in_our_words(), _still_working(f"verifying {loaded.name}"):
+            result = trtcheck.verify(
+                loaded.eager_model(),
+                loaded.example_inputs,
+                settings,
+                backend=args.backend,
+                num_inputs=args.num_inputs,
+                inputs=loaded.input_sets,
+                example_kwargs=loaded.example_kwargs,
+                allow_fallbacks=args.allow_fallbacks,
+                lowered=lowered,
+                seed=args.seed,
+                report_dir=args.report_dir,
+                name=loaded.name,
+            )
     except trtcheck.VerificationError as failure:
         print(failure.report)
         return 1
@@ -109,6 +117,69 @@ def _verify(args: argparse.Namespace) -> int:
         return 1
     print(result)
     return 0
+
+
+def _reduce(args: argparse.Namespace) -> int:
+    """Every independent culprit of a mismatch, each reduced to a repro folder: exit 1 when there is one."""
+    from trtcheck.verification.reduce import load_repro, reduce_model  # deferred: it imports torch
+
+    if Path(args.model).is_dir():  # a repro folder verify wrote: its graph, inputs and settings
+        model, inputs, settings = load_repro(args.model)
+        name, kwargs = Path(args.model).resolve().name, None
+    else:
+        settings = _settings(args)
+        loaded = _load(args.model)
+        model, inputs, name, kwargs = loaded.model_or_program, loaded.example_inputs, loaded.name, loaded.example_kwargs
+    out = Path(args.out or f"trtcheck-reduced-{name}")
+    with _still_working(f"reducing {name}"):
+        reduction = reduce_model(
+            model, inputs, settings, backend=args.backend, num_inputs=args.num_inputs, seed=args.seed,
+            example_kwargs=kwargs, out_dir=out, budget=args.budget or None,
+        )
+    print(reduction)
+    return 1 if reduction.culprits else 0
+
+
+PROGRESS_EVERY_S = 10.0  # how often a long verify says it is still working
+
+
+@contextlib.contextmanager
+def _still_working(what: str) -> Iterator[None]:
+    """Every ``PROGRESS_EVERY_S`` seconds, one stderr line saying ``what`` is still running and for how long: a
+    large model verifies for minutes (lowered and converted twice, four input sets, float64 references), and
+    a silent command looks hung. Stdout keeps only the report."""
+    done = threading.Event()
+    start = time.monotonic()
+
+    def tell() -> None:
+        while not done.wait(PROGRESS_EVERY_S):
+            print(f"trtcheck: {what}: still working ({time.monotonic() - start:.0f} s)", file=sys.stderr, flush=True)
+
+    thread = threading.Thread(target=tell, name="trtcheck-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+@contextlib.contextmanager
+def _repro_warnings_in_our_words() -> Iterator[None]:
+    """A repro that cannot be written is one ``trtcheck: warning:`` line naming ``--report-dir``, not a Python
+    warning with its source line naming pytest's option; other warnings pass through unchanged."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ReproWriteWarning)
+        try:
+            yield
+        finally:
+            for warning in caught:
+                if isinstance(warning.message, ReproWriteWarning):
+                    message = warning.message
+                    print(f"trtcheck: warning: could not write the repro to {message.folder}: {message.reason}; the result "
+                          "stands. Pass --report-dir a writable directory to get the repro", file=sys.stderr)
+                else:
+                    warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -133,9 +204,7 @@ def _compare(args: argparse.Namespace) -> int:
     flat = flat_inputs(graph_module, loaded.example_inputs, loaded.example_kwargs)
     forced = resolve_modules(settings.torch_executed_modules, graph_module.graph, eager)
     rows = compare.compare(graph_module, flat, settings, name=loaded.name, partitioners=partitioners, forced_modules=forced)
-    print(compare.format_rows(rows))
-    for note in sorted({row.note for row in rows if row.note}):
-        print(f"note: {note}")
+    print(compare.format_rows(rows))  # each row's note is in its last column: not printed again below
     return 0
 
 
@@ -154,16 +223,25 @@ def _report(args: argparse.Namespace) -> int:
     return 1 if args.fail_on_regression and result.regressions else 0
 
 
+def _names(value: str) -> list[str]:
+    """``aten::relu,aten::add`` -> both names: one option word holds a list, so the option never eats MODEL."""
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
 def _settings_parser() -> argparse.ArgumentParser:
     """The ``Settings`` options ``partition``, ``verify`` and ``compare`` share."""
     parser = argparse.ArgumentParser(add_help=False)
     group = parser.add_argument_group("settings (trtcheck.Settings)")
     group.add_argument("--min-block-size", type=int, default=Settings.min_block_size, metavar="N")
-    group.add_argument("--torch-executed-ops", nargs="*", default=[], metavar="OP", help="e.g. aten::relu aten.add.Tensor")
-    group.add_argument("--torch-executed-modules", nargs="*", default=[], metavar="MODULE", help="class names or paths, e.g. layer1.0")
+    # One value per occurrence (comma lists, or the option repeated): a list option taking every word after it
+    # would swallow MODEL (`--torch-executed-ops aten::relu mine.py:build` left no target).
+    group.add_argument("--torch-executed-ops", type=_names, action="extend", default=[], metavar="OP[,OP...]",
+                       help="repeatable, or comma separated, e.g. aten::relu,aten.add.Tensor")
+    group.add_argument("--torch-executed-modules", type=_names, action="extend", default=[], metavar="MODULE[,MODULE...]",
+                       help="class names or paths, repeatable or comma separated, e.g. layer1.0")
     group.add_argument("--segmentation", choices=SEGMENTATIONS, default=Settings.segmentation)
     group.add_argument("--require-full-compilation", action="store_true")
-    group.add_argument("--precision", choices=PRECISIONS, default=None, help="TensorRT builder precision (default fp32)")
+    group.add_argument("--precision", choices=PRECISIONS, default=None, help="engine precision (ONNX Runtime emulates it; default fp32)")
     return parser
 
 
@@ -190,6 +268,18 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--seed", type=int, default=0, help="seed of the random input sets")
     ver.add_argument("--report-dir", metavar="DIR", help="write a standalone repro here when verification fails")
     ver.set_defaults(run=_verify)
+
+    red = commands.add_parser(
+        "reduce", parents=[settings],
+        help="reduce a mismatch to the smallest failing sets of nodes, one repro folder each (exit 1 when one is found)",
+    )
+    red.add_argument("model", metavar="MODEL", help=MODEL_HELP + ", or a repro folder a failing verify wrote")
+    red.add_argument("--backend", default="auto", help="onnxruntime, tensorrt, or auto (TensorRT when present)")
+    red.add_argument("--out", metavar="DIR", help="where the repro folders go (default: trtcheck-reduced-NAME)")
+    red.add_argument("--budget", type=float, default=0, metavar="SECONDS", help="stop reducing after this long (0: no limit)")
+    red.add_argument("--num-inputs", type=int, default=3, metavar="N", help="input sets tried: the example, then N-1 random ones")
+    red.add_argument("--seed", type=int, default=0, help="seed of the random input sets")
+    red.set_defaults(run=_reduce)
 
     cmp = commands.add_parser(
         "compare", parents=[settings], help="partition one graph with every partitioner at hand: segments, engines, bytes, time"
@@ -219,7 +309,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _import_from_the_current_directory() -> None:
+    """Put the current directory first on the import path, as ``python -m`` does: a console script starts with
+    its own folder there instead, so ``trtcheck verify mymodels.nets:build`` could not import the ``mymodels``
+    beside the user."""
+    cwd = os.getcwd()
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _import_from_the_current_directory()
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)

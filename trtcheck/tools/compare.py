@@ -211,9 +211,14 @@ def _torch_tensorrt() -> Row:
     return _blank(note="skipped: torch_tensorrt imports, but its partitioners are not wired into compare yet")
 
 
-def format_rows(rows: Sequence[Row]) -> str:
-    """A fixed-width table, one line per row."""
-    header = f"{'graph':24s} {'preset':18s} {'partitioner':18s} {'segs':>5s} {'bound':>5s} {'engines':>7s} {'bytes':>10s} {'ms':>9s}  note"
+def format_rows(rows: Sequence[Row], graph_width: int = 24, preset_width: int = 18) -> str:
+    """A fixed-width table, one line per row. Names are never cut (a user's ``path/to/models.py:build_large``
+    must stay readable): the columns widen to the longest name in ``rows``, or to the widths given (a caller
+    printing rows in batches under one header passes its longest name)."""
+    graph_width = max([graph_width, *(len(row.graph) for row in rows)])
+    preset_width = max([preset_width, *(len(row.preset) for row in rows)])
+    header = (f"{'graph':{graph_width}s} {'preset':{preset_width}s} {'partitioner':18s} {'segs':>5s} {'bound':>5s} {'engines':>7s} "
+              f"{'bytes':>10s} {'ms':>9s}  note")
     lines = [header]
     for row in rows:
         def cell(value: Any, width: int) -> str:
@@ -221,7 +226,7 @@ def format_rows(rows: Sequence[Row]) -> str:
 
         ms = None if row.seconds is None else f"{row.seconds * 1000:.2f}"
         lines.append(
-            f"{row.graph[:24]:24s} {row.preset[:18]:18s} {row.partitioner:18s} {cell(row.segments, 5)} "
+            f"{row.graph:{graph_width}s} {row.preset:{preset_width}s} {row.partitioner:18s} {cell(row.segments, 5)} "
             f"{cell(row.lower_bound, 5)} {cell(row.engines, 7)} {cell(row.boundary_bytes, 10)} {cell(ms, 9)}  {row.note}"
         )
     return "\n".join(lines)
@@ -299,7 +304,8 @@ def random_graph(seed: int, min_nodes: int = 8, max_nodes: int = 80, ops: Sequen
 
 
 def _zoo_rows(
-    model_names: Sequence[str], preset_names: Sequence[str], partitioners: Sequence[str], log: Callable[[str], None]
+    model_names: Sequence[str], preset_names: Sequence[str], partitioners: Sequence[str], log: Callable[[str], None],
+    graph_width: int = 24,
 ) -> list[Row]:
     presets = resolve_presets(preset_names)
     rows: list[Row] = []
@@ -319,7 +325,7 @@ def _zoo_rows(
             forced = resolve_modules(settings.torch_executed_modules, gm.graph, model)
             new = compare(gm, flat, settings, name=model_name, preset=preset.name, partitioners=partitioners, forced_modules=forced)
             rows += new
-            log(format_rows(new).split("\n", 1)[1])
+            log(format_rows(new, graph_width).split("\n", 1)[1])
     return rows
 
 
@@ -339,11 +345,12 @@ def compare_many(
         if not quiet:
             print(text, flush=True)
 
-    log(format_rows([]))
+    model_names = [n for n in trtcheck_zoo.names() if any(fnmatch.fnmatchcase(n, p) for p in models)] if zoo_presets is not None else []
+    graph_width = max([24, *map(len, model_names), len(f"random-{seed + random_graphs}")])  # one header for every batch
+    log(format_rows([], graph_width))
     sections: list[tuple[str, list[Row]]] = []
     if zoo_presets is not None:
-        model_names = [n for n in trtcheck_zoo.names() if any(fnmatch.fnmatchcase(n, p) for p in models)]
-        sections.append(("zoo", _zoo_rows(model_names, list(zoo_presets) or list(DEFAULT_PRESETS), partitioners, log)))
+        sections.append(("zoo", _zoo_rows(model_names, list(zoo_presets) or list(DEFAULT_PRESETS), partitioners, log, graph_width)))
     if random_graphs:
         rows: list[Row] = []
         settings = Settings(min_block_size=1)
@@ -352,7 +359,7 @@ def compare_many(
             new = compare(graph.graph_module, graph.example_inputs, settings, supports_all_but(),
                           name=f"random-{graph_seed}", preset="min_block_size_1", partitioners=partitioners)
             rows += new
-            log(format_rows(new).split("\n", 1)[1])
+            log(format_rows(new, graph_width).split("\n", 1)[1])
         sections.append((f"random graphs (seeds {seed}..{seed + random_graphs - 1})", rows))
     ran = [s for s in partitioners if s != "torch_tensorrt"]
     for title, rows in sections:

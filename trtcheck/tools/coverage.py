@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import importlib.util
 import logging
 import operator
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -243,8 +244,12 @@ def observe(graphs: Iterable[torch.fx.GraphModule], into: dict[Any, Observed] | 
 
 
 def observe_opinfo(op_patterns: Sequence[str] = ("*",), dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES,
-                   samples: int = 1, batch_size: int = 48, more_samples: int = 12) -> dict[Any, Observed]:
+                   samples: int = 1, batch_size: int = 48, more_samples: int = 12,
+                   progress: Callable[[str], None] | None = None) -> dict[Any, Observed]:
     """``observe`` on the lowered graphs of OpInfo samples (empty when OpInfo cannot be imported).
+
+    ``progress`` is told after each batch how many samples are done (every op takes a minute or more: a
+    silent command looks hung).
 
     A second pass gives each core overload with a converter that no sample converted a second chance: the
     first ``more_samples`` samples of the OpInfo ops named like it (``argmax`` for ``aten.argmax.default``,
@@ -255,8 +260,15 @@ def observe_opinfo(op_patterns: Sequence[str] = ("*",), dtypes: Sequence[torch.d
     except ImportError:
         return {}
     observed: dict[Any, Observed] = {}
+    began = time.perf_counter()
+
+    def measure(batch: list[tuple[OneOp, tuple]], done: int, total: int, what: str) -> None:
+        observe(_lower(batch), observed)
+        if progress is not None:
+            progress(f"{what}: {done} of {total} ({time.perf_counter() - began:.0f} s)")
+
     for start in range(0, len(models), batch_size):
-        observe(_lower(models[start:start + batch_size]), observed)
+        measure(models[start:start + batch_size], min(start + batch_size, len(models)), len(models), "OpInfo samples measured")
     if more_samples > samples:
         core = set(core_overloads())  # others are decomposed away: no sample would show them
         missing = [
@@ -268,7 +280,7 @@ def observe_opinfo(op_patterns: Sequence[str] = ("*",), dtypes: Sequence[torch.d
         names = [f"*{base}*" for base in sorted(bases) if base]
         again = [m for m in _opinfo_models(names, dtypes, more_samples, samples) if _matches(m[0], patterns)]
         for start in range(0, len(again), batch_size):
-            observe(_lower(again[start:start + batch_size]), observed)
+            measure(again[start:start + batch_size], min(start + batch_size, len(again)), len(again), "more samples, unmeasured converters")
     return observed
 
 
@@ -311,6 +323,7 @@ class Coverage:
     rows: list[Row]
     extra: list[Row]  # converters for overloads outside the core opset
     measured_from: str
+    not_measured_because: str = ""  # why nothing was measured (no expecttest): the totals say so instead of "measured: 0"
 
     @property
     def totals(self) -> dict[str, int]:
@@ -378,7 +391,12 @@ def format_coverage(report: Coverage, verbose: bool = True) -> str:
             lines += ["", f"Converters outside the core opset ({len(report.extra)}):"]
             lines += [line(r) for r in report.extra]
     lines += ["", "Totals:"]
-    lines += [f"  {name}: {count}" for name, count in report.totals.items()]
+    unmeasured = {"measured", "TensorRT parser supports all emitted ops", "converter failures seen"}
+    lines += [
+        f"  {name}: not measured ({report.not_measured_because})" if report.not_measured_because and name in unmeasured
+        else f"  {name}: {count}"
+        for name, count in report.totals.items()
+    ]
     return "\n".join(lines)
 
 
@@ -392,11 +410,19 @@ def main(argv: list[str] | None = None) -> int:
     torch._logging.set_logs(all=logging.ERROR)  # no graph dumps from export failures on stderr
     start = time.perf_counter()
     patterns = [p.strip() for p in args.ops.split(",") if p.strip()]
-    observed = observe_opinfo(patterns, samples=args.samples)
-    if not observed:
-        print("warning: no OpInfo sample measured (is expecttest installed? pip install -e '.[dev]')", file=sys.stderr)
+    why = "" if importlib.util.find_spec("expecttest") is not None else "expecttest is not installed: pip install expecttest"
+    if why:  # OpInfo needs it; say so at once rather than after a minute of importing torch's test suite
+        print(f"trtcheck coverage: {why} (or trtcheck[dev]) to measure the ONNX ops on OpInfo samples; listing the converters only",
+              file=sys.stderr)
+        observed: dict[Any, Observed] = {}
+    else:
+        observed = observe_opinfo(patterns, samples=args.samples, progress=lambda text: print(f"trtcheck coverage: {text}",
+                                                                                               file=sys.stderr, flush=True))
+        if not observed:
+            print("warning: no OpInfo sample measured", file=sys.stderr)
     samples = "first sample" if args.samples == 1 else f"first {args.samples} samples"
     report = coverage(observed, f"OpInfo samples ({samples} per op and dtype{'' if args.ops == '*' else ', ops ' + args.ops})")
+    report.not_measured_because = why
     print(format_coverage(report, verbose=not args.totals))
     print(f"  ({time.perf_counter() - start:.0f} s)")
     return 0

@@ -21,9 +21,10 @@ from typing import Any
 import torch
 import torch.fx
 
-from trtcheck.partitioning.explain import REASON_HEADINGS, ExplainSummary
+from trtcheck.partitioning.explain import ExplainSummary, reason_heading
 from trtcheck.partitioning.model import Partition
 from trtcheck.partitioning.reasons import Target
+from trtcheck.text import plural
 
 TENSORRT_COLOR = "#76b900"  # as in trtcheck.report.plots: NVIDIA green
 TORCH_COLOR = "#ee4c2c"  # PyTorch orange
@@ -172,7 +173,8 @@ def _node_svg(
     if shape:
         tooltip.append(f"value: {shape}")
     if reason is not None:
-        tooltip.append(f"reason: {REASON_HEADINGS.get(reason.kind, reason.kind.value)}" + (f" - {reason.detail}" if reason.detail else ""))
+        heading = reason_heading(reason.kind, placed[1] if placed is not None else None)
+        tooltip.append(f"reason: {heading}" + (f" - {reason.detail}" if reason.detail else ""))
     tag = f'<text class="seg" x="{x + BOX_W - 5:.0f}" y="{y + 13:.0f}">@{segment}</text>' if segment else ""
     return (
         f'<g class="node" data-segment="{segment}">'
@@ -222,19 +224,19 @@ def _summary_html(partition: Partition, summary: ExplainSummary) -> str:
     fills = segment_fills(partition)
     engines = "".join(
         f'<li class="legend" data-segment="{e.index}"><span class="swatch" style="background:{fills[e.index]};'
-        f'border-color:{TENSORRT_COLOR}"></span>engine @{e.index}: {e.nodes} nodes</li>'
+        f'border-color:{TENSORRT_COLOR}"></span>engine @{e.index}: {plural(e.nodes, "compute node")}</li>'
         for e in summary.engines
         if not e.branch  # the page draws the model's own graph; branch engines are in the summary lines only
     )
     torch_segments = "".join(
         f'<li class="legend" data-segment="{i}"><span class="swatch" style="background:{fills[i]};'
-        f'border-color:{TORCH_COLOR}"></span>Torch @{i}: {len(s.nodes)} nodes</li>'
+        f'border-color:{TORCH_COLOR}"></span>Torch @{i}: {plural(s.size, "compute node")}</li>'
         for i, s in enumerate(partition.segments)
         if s.target is Target.TORCH
     )
     groups = []
     for group in summary.torch_groups:
-        heading = REASON_HEADINGS.get(group.kind, getattr(group.kind, "value", "no reason recorded"))
+        heading = reason_heading(group.kind, Target.TORCH)
         detail = f"<br><span class=detail>{html.escape(group.detail)}</span>" if group.detail else ""
         groups.append(
             f"<li><b>{html.escape(heading)}</b> ({len(group.nodes)}){detail}<br>"

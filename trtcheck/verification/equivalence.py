@@ -16,6 +16,10 @@ is judged again against a float64 reference when one is given (``judge_against_r
 ``torch._dynamo``'s accuracy check does: it passes when its largest error against float64 is at most
 ``REFERENCE_MULTIPLE`` times eager's own largest error against float64, plus a floor of a tenth of the atol.
 The ratio is reported; NaN and Inf disagreements are never excused.
+
+A module compiled with ``Settings.precision`` "fp16"/"bf16" is judged by ``judge_reduced_precision`` instead:
+every output's error against float64 against eager's own error *at that precision* (``REDUCED_PRECISION_MULTIPLE``
+times it plus ``REDUCED_PRECISION_FLOOR``), NaN/Inf allowed only where eager at that precision has them.
 """
 
 from __future__ import annotations
@@ -100,6 +104,8 @@ class OutputComparison:
     # compiled and of the eager output against float64, and their ratio (None: no reference was consulted).
     reference_error: float | None = None
     eager_reference_error: float | None = None
+    # "fp16"/"bf16" when the eager error above is eager's at that precision (``judge_reduced_precision``), else "".
+    eager_precision: str = ""
 
     @property
     def reference_ratio(self) -> float | None:
@@ -211,6 +217,68 @@ def judge_against_reference(comparison: Comparison, expected: Any, actual: Any, 
             output.message += (
                 f"; against float64 the compiled output errs by {output.reference_error:.3g}, {ratio}x eager's own "
                 f"{output.eager_reference_error:.3g} (more than {REFERENCE_MULTIPLE:g}x: a conversion error, not rounding)"
+            )
+    comparison.passed = all(output.passed for output in comparison.outputs)
+    return comparison
+
+
+REDUCED_PRECISION_MULTIPLE = 4.0
+"""How much further from float64 than eager *at the same precision* a module compiled with ``Settings.precision``
+"fp16"/"bf16" may be (``judge_reduced_precision``). Larger than ``REFERENCE_MULTIPLE``: the engine rounds after every
+ONNX node of the lowered, decomposed graph (a softmax is five nodes, each rounded), where eager rounds after each
+PyTorch op and keeps some fused ones in float32 inside; measured ratios of correct conversions: see the README's
+"Reduced precision"."""
+REDUCED_PRECISION_FLOOR = {"fp16": 1e-4, "bf16": 1e-3}
+"""The absolute error against float64 any output may have at that precision (a tenth of the dtype's default atol):
+an output eager computes exactly still rounds once in the engine."""
+
+
+def judge_reduced_precision(comparison: Comparison, low: Any, actual: Any, reference: Any, precision: str) -> Comparison:
+    """Judge every output of ``comparison`` (eager in the model's dtype against a module compiled with
+    ``Settings.precision`` = ``precision``) against ``reference`` (eager in float64) and ``low`` (eager run in
+    ``precision``: ``reference.reduced_precision_outputs``): an output passes when its largest finite error against
+    float64 is at most ``REDUCED_PRECISION_MULTIPLE`` times eager's at that precision plus
+    ``REDUCED_PRECISION_FLOOR``, and where it is NaN or infinite, eager at that precision is the same (an overflow
+    to inf like eager's in fp16 is that precision's, not the conversion's). Every output gets its ratio (passing ones
+    too: the report shows it per output); the comparison is changed in place and returned."""
+    if comparison.structure_error is not None:
+        return comparison
+    floor = REDUCED_PRECISION_FLOOR[precision]
+    references = {_render(path): value for path, value in pytree.tree_flatten_with_path(reference)[0]}
+    lows = {_render(path): value for path, value in pytree.tree_flatten_with_path(low)[0]}
+    actuals = {_render(path): value for path, value in pytree.tree_flatten_with_path(actual)[0]}
+    for output in comparison.outputs:
+        exact, eager, compiled = references.get(output.path), lows.get(output.path), actuals.get(output.path)
+        if not all(isinstance(v, torch.Tensor) for v in (exact, eager, compiled)) or not compiled.is_floating_point():
+            continue
+        if exact.shape != compiled.shape or eager.shape != compiled.shape or compiled.dtype != output.dtype:
+            continue
+        exact = exact.detach().to(torch.float64).reshape(-1)
+        eager = eager.detach().to(exact.device, torch.float64).reshape(-1)
+        compiled = compiled.detach().to(exact.device, torch.float64).reshape(-1)
+        finite = eager.isfinite() & compiled.isfinite()
+        same_nonfinite = bool(torch.equal(eager[~finite].nan_to_num(0.0), compiled[~finite].nan_to_num(0.0)))
+        same_nonfinite = same_nonfinite and bool((eager.isnan() == compiled.isnan()).all())
+        output.eager_precision = precision
+        output.eager_reference_error = _largest_error(eager[finite], exact[finite])
+        output.reference_error = _largest_error(compiled[finite], exact[finite])
+        allowed = REDUCED_PRECISION_MULTIPLE * output.eager_reference_error + floor
+        ratio = f"{output.reference_ratio:.3g}"
+        if output.passed:
+            continue
+        if output.reference_error <= allowed and same_nonfinite:
+            output.passed = True
+            output.message = (
+                f"outside the tolerances, but as close to float64 as eager in {precision}: max error against float64 "
+                f"{output.reference_error:.3g} against eager {precision}'s {output.eager_reference_error:.3g} (ratio {ratio} <= "
+                f"{REDUCED_PRECISION_MULTIPLE:g}, floor {floor:g})"
+            )
+        elif not same_nonfinite:
+            output.message += f"; its NaN/Inf are not those of eager in {precision}"
+        else:
+            output.message += (
+                f"; against float64 the compiled output errs by {output.reference_error:.3g}, {ratio}x eager {precision}'s own "
+                f"{output.eager_reference_error:.3g} (more than {REDUCED_PRECISION_MULTIPLE:g}x + {floor:g}: not {precision} rounding)"
             )
     comparison.passed = all(output.passed for output in comparison.outputs)
     return comparison
@@ -473,7 +541,8 @@ def _table(outputs: list[OutputComparison]) -> list[str]:
         [o.path, str(o.shape), str(o.dtype).removeprefix("torch.") if o.dtype is not None else "-",
          *(f"{v:.3g}" for v in (o.max_abs, o.mean_abs, o.max_rel, o.mean_rel)), f"{o.cosine:.6f}",
          f"{o.min_atol_to_pass:.3g}", f"{o.min_rtol_to_pass:.3g}",
-         "-" if o.reference_ratio is None else f"{o.reference_ratio:.3g}x eager", "PASS" if o.passed else "FAIL"]
+         "-" if o.reference_ratio is None else f"{o.reference_ratio:.3g}x eager" + (f" {o.eager_precision}" if o.eager_precision else ""),
+         "PASS" if o.passed else "FAIL"]
         for o in outputs
     ]
     return _table_rows(header, rows)

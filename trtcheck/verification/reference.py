@@ -52,14 +52,49 @@ def float64_outputs(
         torch.set_default_dtype(previous)
 
 
+PRECISION_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+"""``Settings.precision`` below fp32 -> the dtype eager runs in to give that precision's own error."""
+
+
+def reduced_precision_outputs(
+    model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any], precision: str,
+    state: Mapping[str, torch.Tensor] | None = None,
+) -> tuple[Any, str]:
+    """``model``'s outputs computed by eager in ``precision`` ("fp16" or "bf16": the model's floating parameters
+    and buffers and its floating inputs cast to that dtype; float64 values too), and ``""``; or None and why it
+    could not run. What eager itself errs by at that precision: the yardstick of a compiled module built with
+    ``Settings.precision`` (``equivalence.judge_reduced_precision``). ``model`` is copied and never changed."""
+    dtype = PRECISION_DTYPES[precision]
+    try:
+        twin = copy.deepcopy(model)
+        if state is not None:
+            restore_state(twin, state)
+        twin = twin.to(dtype)
+    except Exception as error:  # noqa: BLE001 - a model that cannot be copied or cast has no such reference
+        return None, f"the model could not be copied to {dtype}: {type(error).__name__}: {error}"
+    narrow = lambda x: x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x  # noqa: E731
+    low = tree_map(narrow, (cloned(tuple(args)), cloned(dict(kwargs))))
+    try:
+        with torch.no_grad():
+            return twin(*low[0], **low[1]), ""
+    except Exception as error:  # noqa: BLE001 - an op without a kernel in that dtype: no yardstick
+        text = str(error).strip()
+        return None, f"eager fails in {dtype}: {type(error).__name__}: {text.splitlines()[0] if text else ''}"
+
+
 def _widen_dtype_arguments(graph_module: torch.fx.GraphModule) -> None:
-    """A graph's explicit floating ``dtype=`` arguments (``_to_copy``, ``full``) retargeted to float64, so the
+    """A graph's explicit floating dtype arguments (``_to_copy``, ``full``, ``to.dtype``) retargeted to float64, so the
     twin of a lowered or random graph computes every floating value in float64."""
+    def widen(value: Any) -> Any:
+        return torch.float64 if isinstance(value, torch.dtype) and value.is_floating_point else value
+
     changed = False
     for node in graph_module.graph.nodes:
-        dtype = node.kwargs.get("dtype")
-        if isinstance(dtype, torch.dtype) and dtype.is_floating_point and dtype != torch.float64:
-            node.kwargs = {**node.kwargs, "dtype": torch.float64}
+        if node.op != "call_function":
+            continue
+        args, kwargs = tree_map(widen, (node.args, dict(node.kwargs)))  # positional too: ``aten.to.dtype(x, torch.float16)``
+        if args != node.args or kwargs != dict(node.kwargs):
+            node.args, node.kwargs = args, kwargs
             changed = True
     if changed:
         graph_module.recompile()

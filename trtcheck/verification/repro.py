@@ -7,6 +7,9 @@
 - ``inputs.pt``: the inputs (``torch.save`` of a tuple);
 - ``settings.json``: the ``Settings`` (ops as their names, e.g. ``"aten.add.Tensor"``);
 - ``failure.txt``: what failed;
+- ``converters.json``: the converters the graph's ops use that are not trtcheck's own (a user's ``register``,
+  an ``override=True`` replacement), by module, name and file, which ``repro.py`` registers again first: a
+  wrong converter registered in a test is part of the failure, and without it the repro passes;
 - ``repro.py``: ``python repro.py`` reruns ``trtcheck.verify`` on them; ``--dry-run`` only loads and
   describes them.
 
@@ -31,6 +34,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import importlib
+import importlib.util
+import inspect
 import json
 import os
 import pathlib
@@ -44,6 +49,8 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from trtcheck.atomic import atomic_write
+from trtcheck.conversion.registry import get as registered_converter
+from trtcheck.conversion.registry import register
 from trtcheck.errors import ReproWriteWarning
 from trtcheck.lowering.export import drop_guards
 from trtcheck.names import resolve_modules
@@ -94,16 +101,99 @@ def write_repro(
         atomic_write(folder / "inputs.pt", lambda file: torch.save(tuple(inputs), file))
         atomic_write(folder / "settings.json", json.dumps(settings_to_json(_standalone(settings, graph_module)), indent=2) + "\n")
         atomic_write(folder / "failure.txt", failure if failure.endswith("\n") else failure + "\n")
+        atomic_write(folder / "converters.json", json.dumps(user_converters(graph_module), indent=2) + "\n")
         atomic_write(folder / "repro.py", _SCRIPT.format(backend=backend, failure=_first_line(failure)))
     except OSError as error:
+        reason = error.strerror or str(error)
         warnings.warn(
-            f"trtcheck: could not write the repro to {folder}: {error}. The check's result is unaffected; "
-            "point the report directory (--trtcheck-report, or verify(report_dir=...)) somewhere writable",
-            ReproWriteWarning,
+            ReproWriteWarning(
+                f"trtcheck: could not write the repro to {folder}: {error}. The check's result is unaffected; "
+                "point the report directory (--trtcheck-report, or verify(report_dir=...)) somewhere writable",
+                folder, reason,
+            ),
             stacklevel=2,
         )
         return None
     return folder
+
+
+def user_converters(graph_module: torch.fx.GraphModule) -> list[dict[str, Any]]:
+    """The registered converters of the graph's ops (branch graphs included) that are not trtcheck's own, as
+    ``{"target", "converter", "validator"}`` records (each callable by module, qualified name and source file)."""
+    records: dict[str, dict[str, Any]] = {}
+    for module in graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            converter = registered_converter(node.target) if node.op == "call_function" else None
+            if converter is not None and not converter.builtin and str(node.target) not in records:
+                records[str(node.target)] = {
+                    "target": str(node.target),
+                    "converter": _callable_record(converter.fn),
+                    "validator": _callable_record(converter.validator) if converter.validator is not None else None,
+                }
+    return list(records.values())
+
+
+def _callable_record(fn: Any) -> dict[str, Any]:
+    try:
+        file = inspect.getsourcefile(fn)
+    except TypeError:  # a builtin or C function
+        file = None
+    return {"module": getattr(fn, "__module__", None), "qualname": getattr(fn, "__qualname__", repr(fn)), "file": file}
+
+
+def register_recorded_converters(path: str | os.PathLike) -> list[str]:
+    """Register again the converters ``converters.json`` recorded (``repro.py`` calls it before verifying).
+
+    Each callable is imported by its module name, else loaded from its recorded file (a test module is
+    importable only under pytest's path). Returns one line per record: what was registered, or why it could
+    not be (a function defined inside another function, a file that is gone), so a repro that passes without
+    it says why.
+    """
+    path = pathlib.Path(path)
+    if not path.is_file():
+        return []
+    lines = []
+    for record in json.loads(path.read_text()):
+        target = _resolve_op_name(record["target"])
+        converter, why = _load_callable(record["converter"])
+        validator, why_validator = _load_callable(record["validator"]) if record["validator"] else (None, "")
+        name = f"{record['converter']['module']}.{record['converter']['qualname']}"
+        if converter is None or (record["validator"] and validator is None):
+            lines.append(
+                f"NOT registered: the failure used {name} for {record['target']}, which cannot be imported here "
+                f"({why or why_validator}); register it before running this script, or the failure may not reproduce"
+            )
+            continue
+        register(target, validator=validator, override=True)(converter)
+        lines.append(f"registered {name} for {record['target']} (not one of trtcheck's own converters)")
+    return lines
+
+
+def _load_callable(record: dict[str, Any]) -> tuple[Any, str]:
+    module_name, qualname, file = record["module"], record["qualname"], record["file"]
+    if "<locals>" in qualname:
+        return None, f"{qualname} is defined inside a function; define it at module level"
+    try:
+        return _resolve_global(module_name, qualname), ""
+    except (ImportError, AttributeError):
+        pass
+    if not file or not pathlib.Path(file).is_file():
+        return None, f"module {module_name} is not importable and its file {file} is gone"
+    spec = importlib.util.spec_from_file_location(f"trtcheck_repro_{safe_name(module_name)}", file)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # noqa: BLE001 - the user's module may fail outside its test session; say how
+        return None, f"importing {file} failed: {type(error).__name__}: {error}"
+    value: Any = module
+    try:
+        for part in qualname.split("."):
+            value = getattr(value, part)
+    except AttributeError:
+        return None, f"{file} has no {qualname}"
+    return value, ""
 
 
 def safe_name(name: str) -> str:
@@ -326,6 +416,7 @@ import pathlib
 import torch
 
 import trtcheck
+from trtcheck.verification.repro import register_recorded_converters
 
 HERE = pathlib.Path(__file__).resolve().parent
 BACKEND = {backend!r}
@@ -350,6 +441,9 @@ def main(argv=None):
     inputs = torch.load(HERE / "inputs.pt", weights_only=False)  # a tuple of positional inputs
     settings = trtcheck.Settings(**json.loads((HERE / "settings.json").read_text()))
     print("recorded failure:", (HERE / "failure.txt").read_text().strip().splitlines()[0])
+    converters = register_recorded_converters(HERE / "converters.json")  # the user's own, as when it failed
+    for line in converters:
+        print("converter:", line)
     if args.dry_run:
         nodes = list(model.graph.nodes)
         ops = sum(node.op == "call_function" for node in nodes)
@@ -362,7 +456,9 @@ def main(argv=None):
         return 0
     report = trtcheck.verify(model, inputs, settings=settings, backend=BACKEND)
     print(report)
-    print("verify passed: the failure did not reproduce")
+    missing = [line for line in converters if line.startswith("NOT registered")]
+    print("verify passed: the failure did not reproduce" + (f" ({{len(missing)}} of its converters could not be registered: see above)"
+                                                             if missing else ""))
     return 0
 
 

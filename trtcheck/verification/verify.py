@@ -21,15 +21,18 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from trtcheck.build.clock import CompileTimes
 from trtcheck.build.compile import compile
+from trtcheck.build.convert import flat_inputs
 from trtcheck.engines import describe_backend, resolve_backend
 from trtcheck.errors import InputMismatchError, VerificationError
 from trtcheck.lowering.export import source_of
 from trtcheck.names import checked_settings
 from trtcheck.partitioning.decisions import Support
+from trtcheck.partitioning.explain import ExplainSummary
 from trtcheck.partitioning.model import Partition, merge_adjacent
 from trtcheck.partitioning.segmentation import dependency_aware, naive
 from trtcheck.runtime.stitch import RESTRIDES, EngineModule, recorded_stride, stitched_branches
 from trtcheck.settings import Settings
+from trtcheck.text import plural
 from trtcheck.verification.determinism import (
     check_compiled_is_deterministic,
     check_eager_is_deterministic,
@@ -38,10 +41,11 @@ from trtcheck.verification.determinism import (
     grad_mode_violations,
     specialization_violations,
 )
-from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_against_reference
+from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_against_reference, judge_reduced_precision
 from trtcheck.verification.inputs import InputSet, cloned, draw_input_sets, run_eager, sized_input_sets
 from trtcheck.verification.invariants import Violation, check_invariants
-from trtcheck.verification.reference import float64_outputs
+from trtcheck.verification.localize import Localization, localize
+from trtcheck.verification.reference import float64_outputs, reduced_precision_outputs
 from trtcheck.verification.repro import write_repro
 from trtcheck.verification.state import compiled_state, restore_compiled_state, restore_state, snapshot_state, state_violations
 
@@ -61,10 +65,43 @@ class VerificationReport:
     engine: str = ""  # which backend ran and why, with versions and device (describe_backend)
     input_sets: list[str] = field(default_factory=list)  # per comparison: what input set it was ("min: seq=2")
     notes: list[str] = field(default_factory=list)  # what the checks could not do, and why
+    localization: Localization | None = None  # where a mismatch comes from (localize.py), on the first failing input set
 
     @property
     def passed(self) -> bool:
         return not self.violations and all(c.passed for c in self.comparisons)
+
+    def checked(self) -> list[str]:
+        """What was compared, one line each: the input sets, per output its worst error and cosine over them, and
+        each engine. A bare "PASSED" said nothing of what it had checked; ``str()`` of a passing report ends with
+        these lines, and the pytest plugin's end-of-run summary prints them per test."""
+        lines = []
+        if self.comparisons:
+            kinds: dict[str, int] = {}
+            for kind in self.input_sets[: len(self.comparisons)]:
+                kinds[kind] = kinds.get(kind, 0) + 1
+            sets = ", ".join(kind if count == 1 else f"{kind} x{count}" for kind, count in kinds.items())
+            lines.append(f"compared {plural(len(self.comparisons), 'input set')} with eager: {sets}")
+        worst: dict[str, list[Any]] = {}
+        for comparison in self.comparisons:
+            for output in comparison.outputs:
+                seen = worst.setdefault(output.path, [output, output.max_abs, output.cosine])
+                seen[1], seen[2] = max(seen[1], output.max_abs), min(seen[2], output.cosine)
+        ratios: dict[str, float] = {}  # outputs outside the tolerances that passed against float64: their worst ratio
+        for comparison in self.comparisons:
+            for output in comparison.outputs:
+                if output.reference_ratio is not None:
+                    ratios[output.path] = max(ratios.get(output.path, 0.0), output.reference_ratio)
+        for path, (output, max_abs, cosine) in worst.items():
+            dtype = str(output.dtype).removeprefix("torch.") if output.dtype is not None else "value"
+            judged = f"; outside them, judged against float64: ratio {ratios[path]:.3g} to eager's own error" if path in ratios else ""
+            if path in ratios and output.eager_precision:  # precision="fp16"/"bf16": every output has its ratio
+                judged = f"; against float64: ratio {ratios[path]:.3g} to eager {output.eager_precision}'s own error"
+            lines.append(f"output {path} {list(output.shape)} {dtype}: worst max abs error {max_abs:.3g}, lowest cosine {cosine:.6f} "
+                         f"(rtol {output.rtol:g}, atol {output.atol:g}{judged})")
+        for engine in ExplainSummary.of(self.partition).engines:
+            lines.append(f"engine {engine.label}: {plural(engine.nodes, 'compute node')} on {self.backend}")
+        return lines
 
     def __str__(self) -> str:
         status = "PASSED" if self.passed else "FAILED"
@@ -86,6 +123,8 @@ class VerificationReport:
                 what = f" ({self.input_sets[index]})" if index < len(self.input_sets) else ""
                 lines.append(f"  input set {index}{what}: outputs differ from eager")
                 lines += [f"    {line}" for line in str(comparison).splitlines()]
+        if self.localization is not None:
+            lines += [f"  {line}" for line in str(self.localization).splitlines()]
         if not self.passed:
             lines.append("  partition explained (Partition.explain):")
             lines += [f"    {line}" for line in self.partition.explain().splitlines()]
@@ -93,6 +132,8 @@ class VerificationReport:
             lines += [f"    {line}" for line in str(self.partition).splitlines()]
         if self.repro is not None:
             lines.append(f"  repro: python {self.repro / 'repro.py'}")
+        if self.passed:
+            lines += [f"  {line}" for line in self.checked()]
         return "\n".join(lines)
 
 
@@ -115,6 +156,7 @@ def verify(
     name: str | None = None,
     dynamic_shapes: Any = None,
     reference: bool = True,
+    localize_budget: float = 60.0,
 ) -> VerificationReport:
     """Compile ``model`` and check it; raise ``VerificationError`` on any violation or mismatch.
 
@@ -152,7 +194,13 @@ def verify(
 
     ``lowered`` is ``lower(model, example_inputs)`` made earlier (``LoweringCache``: once per model, its
     own determinism checked there); partitioning and conversion are then repeated from copies of it.
+
+    When outputs differ, the mismatch is localized on the first failing input set (``localize``: each TensorRT
+    segment's local and accumulated error, the first op whose own error fails the check, its converter, and
+    whether eager is as far from float64 there) within ``localize_budget`` seconds (0: not localized); the
+    report prints it, and the repro folder holds it as ``localization.txt``.
     """
+    __tracebackhide__ = True  # pytest shows the report (the error's message), not this function's source and locals
     settings = checked_settings(settings)
     engine = describe_backend(backend)  # raises for an unknown backend, or an explicit one missing here
     backend = resolve_backend(backend)
@@ -198,7 +246,9 @@ def verify(
             with torch.no_grad():
                 actual = stitched(*cloned(input_set), **cloned(example_kwargs))
             comparison = compare_outputs(expected, actual, rtol=rtol, atol=atol)
-            if not comparison.passed and reference:  # outside the tolerances: rounding, or a conversion error?
+            if settings.precision != "fp32" and reference:  # every output measured against eager at that precision
+                _judge_reduced_precision(report, index, comparison, model, input_set, example_kwargs, state, actual)
+            elif not comparison.passed and reference:  # outside the tolerances: rounding, or a conversion error?
                 exact, why = float64_outputs(model, input_set, example_kwargs, state)
                 if exact is not None:
                     judge_against_reference(comparison, expected, actual, exact)
@@ -209,7 +259,10 @@ def verify(
                 if not compare_outputs(actual, output, rtol=rtol, atol=atol).passed:
                     message = f"the compiled module gives other outputs with {mode} than under no_grad"
                     report.violations.append(Violation("grad_mode", message))
-        report.violations += scalar_input_violations(model, stitched, example_inputs, example_kwargs, rtol, atol)
+        report.violations += scalar_input_violations(model, stitched, example_inputs, example_kwargs, rtol, atol, settings.precision)
+        failing = next((i for i, comparison in enumerate(report.comparisons) if not comparison.passed), None)
+        if failing is not None and localize_budget > 0:
+            report.localization = _localized(stitched, input_sets[failing], example_kwargs, backend, rtol, atol, localize_budget)
     finally:
         restore_state(model, before)
 
@@ -217,8 +270,33 @@ def verify(
         if report_dir is not None:
             failure = "\n".join(str(report).splitlines()[:40])
             report.repro = write_repro(report_dir, partition.graph_module, tuple(example_inputs), settings, backend, failure, name=name)
+            if report.repro is not None and report.localization is not None:
+                (report.repro / "localization.txt").write_text(str(report.localization) + "\n")
         raise VerificationError(report)
     return report
+
+
+def _judge_reduced_precision(
+    report: VerificationReport, index: int, comparison: Comparison, model: Any, input_set: tuple, kwargs: Mapping[str, Any],
+    state: Any, actual: Any,
+) -> None:
+    """A module compiled with ``precision="fp16"``/``"bf16"`` judged by eager's own error at that precision
+    (``equivalence.judge_reduced_precision``); without eager in float64 or in that precision, the tolerances decide."""
+    precision = report.settings.precision
+    exact, why = float64_outputs(model, input_set, kwargs, state)
+    low, why_low = reduced_precision_outputs(model, input_set, kwargs, precision, state) if exact is not None else (None, "")
+    if exact is None or low is None:
+        report.notes.append(f"input set {index}: no float64 or {precision} eager reference ({why or why_low}); the tolerances decide")
+        return
+    judge_reduced_precision(comparison, detached(low), actual, exact, precision)
+
+
+def _localized(stitched: Any, input_set: tuple, kwargs: Mapping[str, Any], backend: str, rtol, atol, budget: float) -> Localization:
+    """The mismatch on ``input_set`` localized (``localize``), or a localization holding only why it could not be."""
+    try:
+        return localize(stitched, flat_inputs(stitched.partition.graph_module, input_set, kwargs), backend, rtol, atol, budget)
+    except Exception as error:  # noqa: BLE001 - localizing explains a failure; it must never replace it
+        return Localization(notes=[f"the mismatch could not be localized: {type(error).__name__}: {error}"])
 
 
 CALL_MODES: tuple[tuple[str, Any], ...] = (("autograd on", torch.enable_grad), ("inference_mode", torch.inference_mode))
@@ -244,8 +322,9 @@ def call_mode_violations(stitched: Any, input_set: tuple, kwargs: dict) -> tuple
     return found, outputs
 
 
-def scalar_input_violations(model, stitched, example_inputs, example_kwargs, rtol, atol) -> list[Violation]:
-    """Each int/float input varied: the compiled module matches eager or refuses the call, never answers wrong."""
+def scalar_input_violations(model, stitched, example_inputs, example_kwargs, rtol, atol, precision: str = "fp32") -> list[Violation]:
+    """Each int/float input varied: the compiled module matches eager or refuses the call, never answers wrong (below
+    fp32, ``precision``, as judged against eager at that precision: ``judge_reduced_precision``)."""
     found: list[Violation] = []
     leaves, spec = tree_flatten((tuple(example_inputs), dict(example_kwargs)))
     names = stitched.signature.names
@@ -269,6 +348,11 @@ def scalar_input_violations(model, stitched, example_inputs, example_kwargs, rto
         except InputMismatchError:
             continue  # refusing a value it was not compiled for is sound
         comparison = compare_outputs(expected, actual, rtol=rtol, atol=atol)
+        if not comparison.passed and precision != "fp32":
+            exact, _ = float64_outputs(model, args, kwargs, state)
+            low, _ = reduced_precision_outputs(model, args, kwargs, precision, state) if exact is not None else (None, "")
+            if low is not None:
+                judge_reduced_precision(comparison, detached(low), actual, exact, precision)
         if not comparison.passed:
             message = f"{names[index]}={varied[index]!r} (compiled with {value!r}): outputs differ from eager\n{comparison}"
             found.append(Violation("scalar_input", message))

@@ -3,7 +3,8 @@
 ``padding_idx``, ``scale_grad_by_freq`` and ``sparse`` change only the gradient (which row receives none,
 how it is scaled, its layout), never the forward result, so any value of theirs is accepted. The indices
 must be int32/int64; PyTorch raises on an index outside ``[0, num_embeddings)``, so no graph that runs in
-eager mode ever gathers a negative one (Gather would count it from the end).
+eager mode ever gathers a negative one (Gather would count it from the end). Indices of any (dynamic) shape
+gather alike: a Hugging Face model with a dynamic sequence length embeds ``int64[batch, seq]``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,6 @@ def _embedding_ok(args: BoundArgs) -> bool | Refusal:
     return True
 
 
-@converter(aten.embedding.default, dtypes=_DTYPES, outputs=_DTYPES, check=_embedding_ok)
+@converter(aten.embedding.default, dtypes=_DTYPES, outputs=_DTYPES, check=_embedding_ok, dynamic=True)
 def _embedding(ctx: ConversionContext, args: BoundArgs) -> str:
     return ctx.add("Gather", [ctx.name(args.weight), ctx.name(args.indices)], axis=0)

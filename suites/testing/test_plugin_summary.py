@@ -1,0 +1,44 @@
+"""What ``pytest --trtcheck`` tells a downstream user around the tests: the presets in use (and which apply to
+zoo models only), what each passing verification compared, and, under ``-q``, the header and skip reasons."""
+
+from __future__ import annotations
+
+DOWNSTREAM = """
+import torch
+
+def test_mine(trtcheck_verify):
+    trtcheck_verify(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval(), (torch.randn(2, 4),))
+"""
+
+ORT = ("--trtcheck-backend", "onnxruntime")
+
+
+def test_the_header_lists_the_presets_and_says_torch_module_is_for_zoo_models(pytester):
+    pytester.makepyfile(test_down="def test_nothing():\n    pass\n")
+    result = pytester.runpytest("--trtcheck", *ORT)
+    result.stdout.fnmatch_lines([
+        "trtcheck: presets: min_block_size_1, min_block_size_5, torch_relu, torch_module (torch_module: zoo models only, *"
+    ])
+
+
+def test_the_summary_says_what_each_passing_verification_compared(pytester):
+    pytester.makepyfile(test_down=DOWNSTREAM)
+    result = pytester.runpytest("--trtcheck", *ORT, "--trtcheck-settings", "min_block_size_1")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*= trtcheck: what passing verifications checked =*",
+        "test_down.py::test_mine[[]min_block_size_1[]]",
+        "  compared 4 input sets with eager: example, example again, random values x2",
+        "  output out [[]2, 3[]] float32: worst max abs error *, lowest cosine 1.000000 (rtol 1.3e-06, atol 1e-05)",
+        "  engine @0: 3 compute nodes on onnxruntime",
+    ])
+
+
+def test_quiet_runs_still_say_why_trtcheck_tests_were_skipped_and_what_ran(pytester):
+    pytester.makepyfile(test_down=DOWNSTREAM)
+    result = pytester.runpytest("-q")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines(["trtcheck: 3 skipped: trtcheck verification matrix: run with --trtcheck"])
+    result = pytester.runpytest("-q", "--trtcheck", *ORT, "--trtcheck-settings", "min_block_size_1")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["trtcheck: engine backend: onnxruntime (requested explicitly)", "trtcheck: presets: min_block_size_1"])

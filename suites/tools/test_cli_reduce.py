@@ -1,0 +1,73 @@
+"""``trtcheck reduce MODEL`` and ``trtcheck reduce repro_dir/``: every wrong op as a repro folder of a few nodes,
+exit 1 when one is found, 0 when the outputs match; and ``trtcheck verify`` printing the localization."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from trtcheck import conversion as converters
+from trtcheck.tools.cli import main
+
+ORT = ["--backend", "onnxruntime"]
+
+WRONG_RELU = textwrap.dedent(
+    '''
+    import torch
+    from torch import nn
+    from trtcheck import conversion as converters
+
+
+    def _relu_as_negation(ctx, node):  # wrong on purpose: the engine computes -x where eager computes relu(x)
+        return ctx.add("Neg", [ctx.name(node.args[0])])
+
+
+    converters.register(torch.ops.aten.relu.default, override=True)(_relu_as_negation)
+
+
+    def build():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4)).eval(), (torch.randn(2, 8),)
+    '''
+)
+
+
+@pytest.fixture
+def registry():
+    """Converters a target file registers are undone after the test."""
+    with converters.Snapshot():
+        yield
+
+
+def test_reduce_writes_a_repro_of_the_wrong_op_and_exits_1(tmp_path, registry, capsys):
+    path = tmp_path / "wrong.py"
+    path.write_text(WRONG_RELU)
+    out_dir = tmp_path / "reduced"
+    assert main(["reduce", f"{path}:build", "--min-block-size", "1", *ORT, "--out", str(out_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "1 independent culprit(s)" in out and "1 node(s): relu = aten.relu.default" in out
+    assert (out_dir / "culprit_1" / "repro.py").is_file() and (out_dir / "culprit_1" / "subgraph.pt").is_file()
+
+
+def test_verify_prints_the_culprit_and_reduce_takes_its_repro_folder(tmp_path, registry, capsys):
+    path = tmp_path / "wrong.py"
+    path.write_text(WRONG_RELU)
+    report_dir = tmp_path / "report"
+    assert main(["verify", f"{path}:build", "--min-block-size", "1", *ORT, "--report-dir", str(report_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "culprit: relu = aten.relu.default" in out and "_relu_as_negation" in out  # the converter, by its function
+    (folder,) = [repro.parent for repro in report_dir.rglob("repro.py")]
+    assert "culprit: relu" in (folder / "localization.txt").read_text()
+    assert main(["reduce", str(folder), *ORT, "--out", str(tmp_path / "reduced")]) == 1
+    assert "1 node(s): relu = aten.relu.default" in capsys.readouterr().out
+
+
+def test_reduce_exits_0_when_the_outputs_match(factories, tmp_path, capsys):
+    assert main(["reduce", f"{factories}:build", "--min-block-size", "1", *ORT, "--out", str(tmp_path / "r")]) == 0
+    assert "nothing to reduce" in capsys.readouterr().out
+
+
+def test_reduce_of_a_folder_that_is_no_repro_is_a_usage_error(tmp_path, capsys):
+    assert main(["reduce", str(tmp_path), *ORT]) == 2
+    assert "is not a trtcheck repro folder" in capsys.readouterr().err

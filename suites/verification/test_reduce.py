@@ -1,0 +1,98 @@
+"""Reduction: delta debugging to the smallest failing set of nodes, every independent culprit, standalone repros.
+
+Planted converter bugs (``planted``) in zoo models must reduce to at most 3 nodes that hold the planted node, fail
+in their repro while the bug is there, and pass once the built-in converter is back; two independent bugs must
+give two culprits.
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import trtcheck
+from suites.verification.planted import off_above, off_by, planted
+from trtcheck.build.convert import flat_inputs
+from trtcheck.verification.reduce import ddmin, reduce_compiled, reduce_model
+from trtcheck_zoo import registry as zoo
+
+aten = torch.ops.aten
+ORT = "onnxruntime"
+
+
+@pytest.fixture(autouse=True)
+def _no_denormals():
+    previous = torch.set_flush_denormal(True)
+    yield
+    torch.set_flush_denormal(previous)
+
+
+def test_ddmin_finds_a_one_minimal_failing_set_of_scattered_items():
+    tests = []
+
+    def fails(items):
+        tests.append(len(items))
+        return {3, 17, 40} <= set(items)  # fails only with all three: a non-contiguous set
+
+    assert ddmin(list(range(64)), fails) == [3, 17, 40]
+
+
+def test_ddmin_finds_a_single_failing_item_in_logarithmically_many_tests():
+    tests = []
+
+    def fails(items):
+        tests.append(len(items))
+        return 570 in items
+
+    assert ddmin(list(range(1000)), fails) == [570]
+    assert len(tests) <= 2 * 10  # halving: about log2(1000) chunks, each tried with its sibling
+
+
+def _run_repro(folder) -> int:
+    try:
+        runpy.run_path(str(folder / "repro.py"), run_name="__main__")
+    except SystemExit as done:
+        return done.code
+    raise AssertionError("repro.py did not exit")
+
+
+@pytest.mark.slow
+def test_two_independent_wrong_ops_reduce_to_two_repros_that_fail_until_the_converters_are_restored(tmp_path):
+    model, inputs = zoo.get("resnet18").build()
+    with planted(aten.add.Tensor, {"add_3"}, off_by(1.001)), planted(aten.convolution.default, {"convolution_10"}, off_by(1.001)):
+        compiled = trtcheck.compile(model, inputs, backend=ORT)
+        reduction = reduce_compiled(compiled, flat_inputs(compiled.partition.graph_module, inputs, {}), ORT, out_dir=tmp_path)
+        assert len(reduction.culprits) == 2, str(reduction)
+        assert all(len(culprit.nodes) <= 3 for culprit in reduction.culprits)
+        assert [culprit.nodes for culprit in reduction.culprits] == [["add_3"], ["convolution_10"]]
+        assert all(_run_repro(culprit.repro) == 1 for culprit in reduction.culprits)  # FAIL, exit 1, with the bug
+    assert all(_run_repro(culprit.repro) == 0 for culprit in reduction.culprits)  # PASS once restored
+    folder = reduction.culprits[0].repro
+    config = json.loads((folder / "settings.json").read_text())
+    assert config["backend"] == ORT and config["nodes"] == ["add_3"] and "rtol" in config and "atol" in config
+    assert sorted(path.name for path in folder.iterdir()) == ["graph.py", "inputs.pt", "repro.py", "settings.json", "subgraph.pt"]
+    done = subprocess.run([sys.executable, str(folder / "repro.py")], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip().endswith("PASS"), done.stdout + done.stderr  # no model code needed
+
+
+@pytest.mark.slow
+def test_an_op_wrong_on_some_inputs_in_a_transformer_reduces_to_at_most_three_nodes(tmp_path):
+    model, inputs = zoo.get("padded_transformer").build()
+    with planted(aten.relu.default, {"relu_1"}, off_above(0.5, 1.01)):
+        reduction = reduce_model(model, inputs, backend=ORT, out_dir=tmp_path)
+        assert len(reduction.culprits) == 1 and "relu_1" in reduction.culprits[0].nodes, str(reduction)
+        assert len(reduction.culprits[0].nodes) <= 3
+        assert _run_repro(reduction.culprits[0].repro) == 1
+    assert _run_repro(reduction.culprits[0].repro) == 0
+
+
+def test_a_model_without_a_mismatch_has_nothing_to_reduce():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
+    reduction = reduce_model(model, (torch.randn(2, 8),), trtcheck.Settings(min_block_size=1), backend=ORT)
+    assert not reduction.culprits and "nothing to reduce" in str(reduction)

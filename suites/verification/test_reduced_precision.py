@@ -1,0 +1,75 @@
+"""``verify`` with ``Settings.precision`` "fp16"/"bf16" (issue 24, item 2): each output is judged by its error against
+float64 against eager's own error at that precision (``equivalence.judge_reduced_precision``), and the ratio is
+reported per output."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import trtcheck
+from trtcheck import conversion as converters
+from trtcheck.verification.equivalence import (
+    REDUCED_PRECISION_MULTIPLE,
+    compare_outputs,
+    judge_reduced_precision,
+)
+from trtcheck.verification.reference import reduced_precision_outputs
+
+A = torch.ops.aten
+
+
+def mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8)).eval()
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_a_float32_model_at_reduced_precision_passes_with_its_ratio(precision):
+    """Under fp32's tolerances the fp16/bf16 engine fails (it rounds like fp16/bf16); against eager at that precision
+    it is as close to float64 as eager, and every output says by how much."""
+    model, x = mlp(), torch.randn(4, 16, generator=torch.Generator().manual_seed(1))
+    report = trtcheck.verify(model, (x,), trtcheck.Settings(min_block_size=1, precision=precision), localize_budget=0)
+    assert report.passed
+    outputs = [output for comparison in report.comparisons for output in comparison.outputs]
+    assert all(output.eager_precision == precision and output.reference_ratio is not None for output in outputs)
+    assert max(output.reference_ratio for output in outputs) <= REDUCED_PRECISION_MULTIPLE
+    assert any(output.max_abs > output.atol for output in outputs)  # fp32's tolerances alone would have failed it
+    assert f"to eager {precision}'s own error" in "\n".join(report.checked())
+
+
+def test_a_wrong_converter_fails_at_reduced_precision():
+    """relu converted as relu(x) * 1.05: 5% off, far beyond fp16 rounding (ratios in the tens)."""
+
+    def skewed_relu(ctx, node):
+        relu = ctx.add("Relu", [ctx.name(node.args[0])])
+        return ctx.add("Mul", [relu, ctx.constant(1.05, node.meta["val"].dtype)])
+
+    model, x = mlp(), torch.randn(4, 16, generator=torch.Generator().manual_seed(1))
+    with converters.Snapshot():
+        converters.register(A.relu.default, override=True)(skewed_relu)
+        with pytest.raises(trtcheck.VerificationError) as info:
+            trtcheck.verify(model, (x,), trtcheck.Settings(min_block_size=1, precision="fp16"), localize_budget=0)
+    assert "not fp16 rounding" in str(info.value)
+
+
+def test_overflow_like_eager_at_that_precision_is_not_a_mismatch():
+    """An inf where eager in fp16 overflows too is that precision's; an inf eager in fp16 does not have fails."""
+    expected = torch.tensor([1.0, 70000.0])  # eager in float32
+    exact = expected.double()
+    low = torch.tensor([1.0, float("inf")], dtype=torch.float16)
+    same = torch.tensor([1.0, float("inf")])
+    assert judge_reduced_precision(compare_outputs(expected, same), low, same, exact, "fp16").passed
+    other = torch.tensor([float("inf"), 70000.0])
+    comparison = judge_reduced_precision(compare_outputs(expected, other), low, other, exact, "fp16")
+    assert not comparison.passed and "NaN/Inf are not those of eager in fp16" in comparison.outputs[0].message
+
+
+def test_eager_at_reduced_precision_leaves_the_model_alone():
+    model, x = mlp(), torch.randn(2, 16)
+    before = model[0].weight.clone()
+    out, why = reduced_precision_outputs(model, (x,), {}, "bf16")
+    assert why == "" and out.dtype == torch.bfloat16
+    assert model[0].weight.dtype == torch.float32 and torch.equal(model[0].weight, before)
+    torch.testing.assert_close(out.float(), model(x), rtol=5e-2, atol=5e-2)
+

@@ -1,0 +1,47 @@
+"""A repro carries the converters that were not trtcheck's own, or says which it cannot carry and why."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from trtcheck import conversion as converters
+from trtcheck.lowering.export import lower
+from trtcheck.verification.repro import register_recorded_converters, user_converters
+
+
+def _relu_as_negation(ctx, node):  # a module-level converter: importable by the repro
+    return ctx.add("Neg", [ctx.name(node.args[0])])
+
+
+def _graph():
+    return lower(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval(), (torch.randn(2, 4),))
+
+
+def test_only_converters_not_trtchecks_own_are_recorded_and_registered_again(tmp_path):
+    graph = _graph()
+    assert user_converters(graph) == []  # every op here has a built-in converter
+    with converters.Snapshot():
+        converters.register(torch.ops.aten.relu.default, override=True)(_relu_as_negation)
+        records = user_converters(graph)
+    assert records == [{"target": "aten.relu.default", "validator": None,
+                        "converter": {"module": __name__, "qualname": "_relu_as_negation", "file": __file__}}]
+    (tmp_path / "converters.json").write_text(json.dumps(records))
+    with converters.Snapshot():
+        lines = register_recorded_converters(tmp_path / "converters.json")
+        assert converters.get(torch.ops.aten.relu.default).fn is _relu_as_negation
+    assert lines == [f"registered {__name__}._relu_as_negation for aten.relu.default (not one of trtcheck's own converters)"]
+
+
+def test_a_converter_defined_inside_a_function_is_named_as_not_carried(tmp_path):
+    def local_relu(ctx, node):
+        return ctx.add("Relu", [ctx.name(node.args[0])])
+
+    with converters.Snapshot():
+        converters.register(torch.ops.aten.relu.default, override=True)(local_relu)
+        (tmp_path / "converters.json").write_text(json.dumps(user_converters(_graph())))
+    with converters.Snapshot():
+        (line,) = register_recorded_converters(tmp_path / "converters.json")
+        assert converters.get(torch.ops.aten.relu.default).builtin  # the built-in one stays
+    assert line.startswith("NOT registered: the failure used ") and "local_relu" in line and "defined inside a function" in line

@@ -1,0 +1,647 @@
+"""Localization: which engine, and which op inside it, makes a compiled module's outputs differ from eager's.
+
+A failing comparison says *that* outputs differ; on a model of thousands of nodes the culprit is one op among
+them. Error found at an output is accumulated: every op after the culprit carries it, so the first op whose
+output differs is not necessarily wrong, and an op whose error a ``relu`` or a ``max`` hides later still is.
+What tells a wrong op from a victim is its *local* error: the op run on eager's own values at its inputs.
+
+``localize`` records eager's value of every node of the lowered graph on the failing input set, then:
+
+1. per TensorRT segment, runs its engine on eager's values at its inputs (its local error) and on the compiled
+   module's upstream values (its accumulated error); the culprit segment is the first, in dataflow order, whose
+   local error fails the check;
+2. inside it, bisects over prefixes of its nodes with *sub-engines* (``check_nodes``: the nodes cut out as their
+   own graph, every value they produce an output, every value they read a recorded eager value), so the engine
+   under test is never the answer's instrument; the first prefix that fails ends at the first diverging op;
+3. runs that op alone (isolation), and against float64 (``reference.float64_outputs`` of the op on the same
+   inputs), which tells "this converter is wrong" (the engine is much further from float64 than eager) from
+   "this op is ill-conditioned on these inputs" (eager is as far from float64 as the engine).
+
+A check fails as ``verify``'s does: outside the tolerances (``compare_outputs``) and, where float64 runs, more
+than ``REFERENCE_MULTIPLE`` times as far from it as eager (``judge_against_reference``). Everything runs within a
+time budget; a localization the budget cut short says so.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+from trtcheck.conversion import get as converter_of
+from trtcheck.conversion import segment_to_onnx
+from trtcheck.conversion.interpreter import held_weights
+from trtcheck.engines import Engine, TensorSpec, build_engine
+from trtcheck.partitioning.extract import segment_module
+from trtcheck.partitioning.model import Partition, Segment
+from trtcheck.partitioning.reasons import Target
+from trtcheck.verification.equivalence import (
+    REFERENCE_MULTIPLE,
+    Comparison,
+    OutputComparison,
+    compare_outputs,
+    default_tolerances,
+    judge_against_reference,
+)
+from trtcheck.verification.reference import float64_outputs
+from trtcheck.verification.state import restore_state, snapshot_state
+
+Values = dict[torch.fx.Node, Any]
+
+
+class Budget:
+    """Seconds left for a localization or a reduction: ``spent`` once the deadline passed (None: no limit)."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.start = time.perf_counter()
+        self.deadline = None if seconds is None else self.start + seconds
+        self.cut_short = False
+
+    @property
+    def spent(self) -> bool:
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            self.cut_short = True
+        return self.cut_short
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+
+# ---------------------------------------------------------------------------------------------- recording
+
+
+def run_nodes(gm: torch.fx.GraphModule, nodes: Iterable[torch.fx.Node], env: Values) -> Values:
+    """Run ``nodes`` of ``gm`` in PyTorch, in order, reading and writing ``env`` (node -> value); ``env`` returned.
+
+    A ``get_attr`` reads the graph's attribute; a placeholder must already be in ``env``. Like
+    ``torch.fx.Interpreter``, but on any subset, so eager's and the compiled module's values share one code path.
+    """
+    lookup = env.__getitem__
+    for node in nodes:
+        if node.op == "get_attr":
+            value: Any = gm
+            for part in str(node.target).split("."):
+                value = getattr(value, part)
+            env[node] = value
+        elif node.op == "call_function":
+            args = torch.fx.node.map_arg(node.args, lookup)
+            kwargs = torch.fx.node.map_arg(node.kwargs, lookup)
+            env[node] = node.target(*args, **kwargs)
+    return env
+
+
+def record_eager(gm: torch.fx.GraphModule, flat_inputs: Sequence[Any]) -> Values:
+    """Eager's value of every node of the lowered graph ``gm`` on ``flat_inputs`` (its placeholders' values).
+
+    The graph's mutable state (buffers it writes) is restored afterwards: recording must not change the
+    compiled module it localizes."""
+    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    env: Values = dict(zip(placeholders, flat_inputs))
+    state = snapshot_state(gm)
+    try:
+        with torch.no_grad():
+            return run_nodes(gm, gm.graph.nodes, env)
+    finally:
+        restore_state(gm, state)
+
+
+# ------------------------------------------------------------------------------------------- sub-engines
+
+
+def is_getitem(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and node.target is operator.getitem
+
+
+def normalised(nodes: Iterable[torch.fx.Node]) -> list[torch.fx.Node]:
+    """``nodes`` made a set a sub-engine can take, in graph order: a multi-output op brings its ``getitem``s (a
+    tuple is no engine output), and a ``getitem`` of an op left out is dropped (its value becomes an input)."""
+    chosen = {node for node in nodes if node.op == "call_function"}
+    for node in list(chosen):
+        chosen.update(user for user in node.users if is_getitem(user))
+    chosen = {node for node in chosen if not is_getitem(node) or node.args[0] in chosen}
+    if not chosen:
+        return []
+    order = {node: index for index, node in enumerate(next(iter(chosen)).graph.nodes)}
+    return sorted(chosen, key=order.__getitem__)
+
+
+def subgraph_module(
+    gm: torch.fx.GraphModule, nodes: Sequence[torch.fx.Node], values: Values, outputs: Sequence[torch.fx.Node] | None = None
+) -> tuple[torch.fx.GraphModule, list[torch.fx.Node]]:
+    """``nodes`` of ``gm`` cut out as a standalone ``GraphModule`` and the original nodes its placeholders stand for.
+
+    Every value the nodes read from outside the set becomes a placeholder (named and typed as the original); the
+    constants they read are copied as ``get_attr``; the outputs are ``outputs`` (default: every node of the set
+    whose recorded value in ``values`` is a Tensor). As ``partitioning.extract.segment_module`` cuts a segment,
+    but for any set of nodes, contiguous or not: the values at the cut are fed, not computed."""
+    inside = set(nodes)
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    inputs: list[torch.fx.Node] = []
+    constants: list[torch.fx.Node] = []
+    for node in nodes:
+        for value in node.all_input_nodes:
+            if value not in inside and value not in inputs and value not in constants:
+                (constants if value.op == "get_attr" else inputs).append(value)
+    for value in inputs:
+        placeholder = graph.placeholder(value.name)
+        placeholder.meta = dict(value.meta)
+        env[value] = placeholder
+    for constant in constants:
+        env[constant] = graph.node_copy(constant)
+    for node in nodes:
+        env[node] = graph.node_copy(node, env.__getitem__)
+    if outputs is None:
+        outputs = [node for node in nodes if _floating(values.get(node))]
+    graph.output(tuple(env[node] for node in outputs))
+    return torch.fx.GraphModule(gm, graph), inputs
+
+
+@dataclass
+class NodeCheck:
+    """One set of nodes run as a sub-engine on recorded values: the comparison of each output with eager's.
+
+    ``comparison`` holds one ``OutputComparison`` per output node (``outputs``), judged against float64 where the
+    tolerances failed; ``error`` is why no engine could be made (a conversion error is a failure too)."""
+
+    nodes: list[torch.fx.Node]
+    outputs: list[torch.fx.Node]
+    comparison: Comparison | None = None
+    error: str = ""
+    engine: Engine | None = None
+    inputs: list[torch.fx.Node] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error) or (self.comparison is not None and not self.comparison.passed)
+
+    def of(self, node: torch.fx.Node) -> OutputComparison | None:
+        """``node``'s comparison (None: not an output, or not compared: the check stops at its first failure)."""
+        if self.comparison is None or node not in self.outputs or self.outputs.index(node) >= len(self.comparison.outputs):
+            return None
+        return self.comparison.outputs[self.outputs.index(node)]
+
+    def first_failure(self) -> torch.fx.Node | None:
+        if self.comparison is None:
+            return None
+        return next((node for node, output in zip(self.outputs, self.comparison.outputs) if not output.passed), None)
+
+
+def engine_of(module: torch.fx.GraphModule, values: Sequence[Any], expected: Sequence[Any], backend: str) -> Engine:
+    """``module`` (a standalone graph) converted to ONNX and built into an engine for these static values."""
+    placeholders = [node for node in module.graph.nodes if node.op == "placeholder"]
+    with held_weights() as weights:
+        model = segment_to_onnx(module)
+    inputs = [TensorSpec(node.name, tuple(value.shape), value.dtype) for node, value in zip(placeholders, values)]
+    outputs = [TensorSpec(f"output_{i}", tuple(value.shape), value.dtype) for i, value in enumerate(expected)]
+    return build_engine(model, inputs, outputs, backend, weights=dict(weights))
+
+
+def judge(
+    expected: Sequence[Any], actual: Sequence[Any], exact: Callable[[], Any] | None, rtol: float | None, atol: float | None,
+    *, first_failure: bool = False,
+) -> Comparison:
+    """The check ``verify`` makes, on many outputs at once: each output within the tolerances, or (``exact``: a thunk
+    of the float64 outputs, run once and only when some output needs it) no further from float64 than
+    ``REFERENCE_MULTIPLE`` times eager. An output that passes the tolerances gets no statistics: a sub-engine has an
+    output per node, and the statistics of hundreds of activations would cost more than building the engine.
+    ``first_failure``: stop at the first output that fails (outputs after it are not compared): every output
+    downstream of a wrong op fails too, and only the first one is news."""
+    outputs: list[OutputComparison] = []
+    reference: list[Any] | None = None
+    for index, (e, a) in enumerate(zip(expected, actual)):
+        if _quickly_close(e, a, rtol, atol):
+            outputs.append(OutputComparison(f"out[{index}]", tuple(e.shape), e.dtype, rtol or 0.0, atol or 0.0, True))
+            continue
+        if exact is not None and reference is None:
+            reference = list(exact() or [None] * len(expected))
+        if reference is not None and _quickly_as_exact(e, a, reference[index], rtol, atol):
+            outputs.append(OutputComparison(f"out[{index}]", tuple(e.shape), e.dtype, rtol or 0.0, atol or 0.0, True))
+            continue
+        comparison = compare_outputs(e, a, rtol=rtol, atol=atol)
+        if not comparison.passed and reference is not None and reference[index] is not None:
+            judge_against_reference(comparison, e, a, reference[index])
+        output = comparison.outputs[0] if comparison.outputs else OutputComparison(f"out[{index}]", (), None, 0.0, 0.0, False)
+        output.passed = output.passed and comparison.structure_error is None
+        output.path = f"out[{index}]"
+        outputs.append(output)
+        if first_failure and not output.passed:
+            break
+    return Comparison(outputs, all(output.passed for output in outputs))
+
+
+def _quickly_as_exact(expected: Any, actual: Any, exact: Any, rtol: float | None, atol: float | None) -> bool:
+    """``judge_against_reference``'s pass rule alone, no statistics: finite everywhere, and no further from float64
+    than ``REFERENCE_MULTIPLE`` times eager, plus a tenth of the atol."""
+    if not all(isinstance(v, torch.Tensor) for v in (expected, actual, exact)) or not expected.is_floating_point():
+        return False
+    if not (expected.shape == actual.shape == exact.shape) or expected.numel() == 0:
+        return False
+    exact = exact.to(torch.float64)
+    eager_error = float((expected.to(torch.float64) - exact).abs().max())
+    error = float((actual.to(expected.device, torch.float64) - exact).abs().max())
+    atol = default_tolerances(expected.dtype)[1] if atol is None else atol
+    return math.isfinite(error) and math.isfinite(eager_error) and error <= REFERENCE_MULTIPLE * eager_error + atol / 10
+
+
+def _quickly_close(expected: Any, actual: Any, rtol: float | None, atol: float | None) -> bool:
+    """``compare_outputs``'s pass rule alone (``torch.isclose`` at the dtype's default tolerances), no statistics."""
+    if not isinstance(expected, torch.Tensor) or not isinstance(actual, torch.Tensor):
+        return False
+    if expected.shape != actual.shape or expected.dtype != actual.dtype:
+        return False
+    default_rtol, default_atol = default_tolerances(expected.dtype)
+    rtol = default_rtol if rtol is None else rtol
+    atol = default_atol if atol is None else atol
+    actual = actual.to(expected.device)
+    if expected.numel() == 0:
+        return True
+    if expected.is_floating_point():  # isclose is slow on the CPU: its rule without its NaN handling, where no NaN
+        error = (actual - expected).abs_()
+        largest = float(error.max())
+        if largest <= atol:
+            return True
+        if math.isfinite(largest):  # a failure here is a failure; an element on the edge is judged again in full
+            return bool((error <= expected.abs().mul_(rtol).add_(atol)).all())
+    return bool(torch.isclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True).all())
+
+
+def float64_of(module: torch.fx.GraphModule, values: Sequence[Any]) -> Callable[[], Any]:
+    """A thunk: ``module``'s outputs in float64 on ``values`` (None when it cannot run in float64)."""
+
+    def run() -> Any:
+        exact, _ = float64_outputs(module, tuple(values), {})
+        return exact
+
+    return run
+
+
+@torch.no_grad()
+def check_nodes(
+    gm: torch.fx.GraphModule,
+    nodes: Iterable[torch.fx.Node],
+    values: Values,
+    backend: str,
+    rtol: float | None = None,
+    atol: float | None = None,
+    outputs: Sequence[torch.fx.Node] | None = None,
+    reference: bool = True,
+) -> NodeCheck:
+    """Cut ``nodes`` out of ``gm``, build their sub-engine, feed it ``values`` (eager's, recorded) at the cut, and
+    compare every output with ``values``: does this set of nodes, alone, fail the check? ``reference``: an output
+    outside the tolerances is judged again against float64 (``verify``'s check); without it the tolerances decide."""
+    chosen = normalised(nodes)
+    check = NodeCheck(chosen, [])
+    if not chosen:
+        return check
+    outputs = list(outputs) if outputs is not None else [n for n in chosen if _floating(values.get(n))]
+    module, inputs = subgraph_module(gm, chosen, values, outputs)
+    check.inputs = inputs
+    check.outputs = outputs
+    if not check.outputs:
+        return check
+    fed = [_dense(values[node]) for node in inputs]
+    expected = [values[node] for node in check.outputs]
+    try:
+        check.engine = engine_of(module, fed, expected, backend)
+        with torch.no_grad():
+            actual = list(check.engine(*fed))
+    except Exception as error:  # noqa: BLE001 - a set that does not convert or run fails, and says why
+        check.error = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        return check
+    exact = float64_of(module, fed) if reference else None
+    check.comparison = judge(expected, actual, exact, rtol, atol, first_failure=True)
+    return check
+
+
+def _floating(value: Any) -> bool:
+    """Compared outputs are floating-point: an integer output (a max-pool's indices) may differ where ties are
+    broken differently, and a wrong integer shows in the floating values computed from it anyway."""
+    return isinstance(value, torch.Tensor) and value.is_floating_point()
+
+
+def _dense(value: Any) -> Any:
+    return value.contiguous() if isinstance(value, torch.Tensor) else value
+
+
+# ------------------------------------------------------------------------------------------- the report
+
+
+@dataclass
+class ValueRange:
+    """What a tensor held: its smallest and largest finite values and how many NaNs and infinities."""
+
+    name: str
+    shape: tuple[int, ...]
+    low: float
+    high: float
+    nans: int
+    infs: int
+
+    @classmethod
+    def of(cls, name: str, value: Any) -> ValueRange:
+        if not isinstance(value, torch.Tensor) or not (value.is_floating_point() or value.dtype in (torch.int32, torch.int64)):
+            return cls(name, (), math.nan, math.nan, 0, 0)
+        wide = value.detach().to(torch.float64)
+        finite = wide[wide.isfinite()]
+        low = float(finite.min()) if finite.numel() else math.nan
+        high = float(finite.max()) if finite.numel() else math.nan
+        return cls(name, tuple(value.shape), low, high, int(wide.isnan().sum()), int(wide.isinf().sum()))
+
+    def __str__(self) -> str:
+        return f"{self.name}{list(self.shape)} in [{self.low:.4g}, {self.high:.4g}] NaN={self.nans} Inf={self.infs}"
+
+
+@dataclass
+class SegmentError:
+    """One TensorRT segment's error: its engine on eager's inputs (local) and on the compiled module's (accumulated)."""
+
+    index: int
+    nodes: int
+    first: str
+    last: str
+    local: float  # the largest abs error of any output, engine on eager's inputs
+    accumulated: float  # the same, engine on the compiled module's upstream values
+    local_passed: bool  # verify's check: within the tolerances, or as close to float64 as eager
+    accumulated_passed: bool
+    local_within_tolerances: bool = True  # the tolerances alone
+
+    def __str__(self) -> str:
+        if not self.local_passed:
+            verdict = "FAIL"
+        elif not self.local_within_tolerances:
+            verdict = "outside the tolerances, but as close to float64 as eager"
+        else:
+            verdict = "ok" if self.accumulated_passed else "ok locally, inherits error"
+        return (f"segment @{self.index} ({self.nodes} nodes, {self.first}..{self.last}): local error {self.local:.3g}, "
+                f"accumulated {self.accumulated:.3g}: {verdict}")
+
+
+@dataclass
+class Culprit:
+    """The first op whose own error exceeds its budget, and everything needed to judge it."""
+
+    node: str
+    op: str
+    converter: str  # module.function of the converter that produced its ONNX
+    segment: int
+    local_error: float  # the op alone, on eager's values at its inputs: largest abs error
+    local_rel: float
+    accumulated_error: float  # at the op inside its segment, fed the compiled module's values at the segment's inputs
+    inputs: list[ValueRange]
+    survives_isolation: bool  # alone it still fails the check
+    op_float64_error: float | None = None  # the op's engine output against float64 on the same inputs
+    eager_float64_error: float | None = None  # eager's own output against float64 on the same inputs
+    message: str = ""
+
+    @property
+    def ill_conditioned(self) -> bool:
+        """Eager itself is as far from float64 as the engine (within ``REFERENCE_MULTIPLE``): rounding, not the converter."""
+        if self.op_float64_error is None or self.eager_float64_error is None:
+            return False
+        return self.op_float64_error <= REFERENCE_MULTIPLE * self.eager_float64_error + 1e-12
+
+    def diagnosis(self) -> str:
+        if self.op_float64_error is None or self.eager_float64_error is None:
+            return "no float64 reference for this op: the tolerances alone decide"
+        ratio = self.op_float64_error / self.eager_float64_error if self.eager_float64_error else math.inf
+        if self.ill_conditioned:
+            return (f"this op is ill-conditioned on these inputs: eager is {self.eager_float64_error:.3g} from float64, the "
+                    f"engine {self.op_float64_error:.3g} ({ratio:.3g}x), so no converter can do better in this dtype")
+        return (f"this op's converter is wrong: the engine is {self.op_float64_error:.3g} from float64, {ratio:.3g}x eager's "
+                f"own {self.eager_float64_error:.3g}")
+
+    def __str__(self) -> str:
+        lines = [
+            f"culprit: {self.node} = {self.op} (segment @{self.segment}), converted by {self.converter}",
+            f"  local error {self.local_error:.3g} (rel {self.local_rel:.3g}), accumulated {self.accumulated_error:.3g}; "
+            f"{'still fails alone' if self.survives_isolation else 'passes alone: the error needs its neighbours'}",
+            f"  {self.diagnosis()}",
+        ]
+        lines += [f"  input {value}" for value in self.inputs]
+        if self.message:
+            lines.append(f"  {self.message}")
+        return "\n".join(lines)
+
+
+@dataclass
+class Localization:
+    """Where a mismatch comes from: each TensorRT segment's local and accumulated error, and the culprit op."""
+
+    segments: list[SegmentError] = field(default_factory=list)
+    culprit_segment: int | None = None
+    culprit: Culprit | None = None
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    cut_short: bool = False
+    sub_engines: int = 0
+
+    def __str__(self) -> str:
+        lines = [f"localization ({self.seconds:.1f} s, {self.sub_engines} sub-engines"
+                 f"{', cut short by its time budget' if self.cut_short else ''}):"]
+        lines += [f"  {segment}" for segment in self.segments]
+        if self.culprit is not None:
+            lines += [f"  {line}" for line in str(self.culprit).splitlines()]
+        elif self.culprit_segment is None and self.segments and not self.cut_short:
+            lines.append("  no engine fails on eager's values at its inputs: the mismatch is rounding accumulated across engines, "
+                         "or comes from what runs in PyTorch, not from one converted op")
+        lines += [f"  note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------- localizing
+
+
+@torch.no_grad()  # recorded values are views of parameters; autograd would refuse them once the state is restored
+def localize(
+    compiled: Any,
+    flat_inputs: Sequence[Any],
+    backend: str,
+    rtol: float | None = None,
+    atol: float | None = None,
+    budget: float | None = 60.0,
+) -> Localization:
+    """Localize the mismatch of ``compiled`` (a ``CompiledModule``) on ``flat_inputs`` (its lowered graph's
+    placeholders' values): per-segment local and accumulated errors, then the culprit op (module docstring)."""
+    clock = Budget(budget)
+    found = Localization()
+    partition: Partition = compiled.partition
+    gm = partition.graph_module
+    eager = record_eager(gm, flat_inputs)
+    engines: Mapping[int, Engine] = compiled.engines
+    upstream = dict(zip([n for n in gm.graph.nodes if n.op == "placeholder"], flat_inputs))
+    state = snapshot_state(gm)
+    try:
+        for index, segment in enumerate(partition.segments):
+            _fill(gm, segment.inputs, upstream)
+            if segment.target is not Target.TENSORRT or index not in engines:
+                run_nodes(gm, [*segment.constants, *segment.nodes], upstream)
+                continue
+            error = _segment_error(gm, index, segment, engines[index], eager, upstream, rtol, atol)
+            found.segments.append(error)
+            if not error.local_passed and found.culprit_segment is None:
+                found.culprit_segment = index
+    finally:
+        restore_state(gm, state)
+    reference = True
+    if found.culprit_segment is None:  # no converter error: is some op ill-conditioned (rounding beyond the tolerances)?
+        found.culprit_segment = next((s.index for s in found.segments if not s.local_within_tolerances), None)
+        reference = False
+    if found.culprit_segment is not None:
+        segment = partition.segments[found.culprit_segment]
+        try:
+            found.culprit = _first_diverging_op(
+                gm, found.culprit_segment, segment, eager, upstream, backend, rtol, atol, clock, found, reference)
+        except Exception as error:  # noqa: BLE001 - a localization that breaks must not hide the failure it explains
+            found.notes.append(f"the culprit op could not be found: {type(error).__name__}: {error}")
+    found.cut_short = clock.cut_short
+    found.seconds = clock.elapsed
+    return found
+
+
+def _fill(gm: torch.fx.GraphModule, needed: Iterable[torch.fx.Node], env: Values) -> None:
+    """Compute, in PyTorch, any value ``needed`` that no segment produced (a getitem at a boundary, a constant)."""
+    for node in needed:
+        if node not in env:
+            _fill(gm, node.all_input_nodes, env)
+            run_nodes(gm, [node], env)
+
+
+def _segment_error(
+    gm: torch.fx.GraphModule, index: int, segment: Segment, engine: Engine, eager: Values, upstream: Values,
+    rtol: float | None, atol: float | None,
+) -> SegmentError:
+    expected = [eager[node] for node in segment.outputs]
+    fed = [_dense(eager[node]) for node in segment.inputs]
+    with torch.no_grad():
+        local = list(engine(*fed))
+        accumulated = list(engine(*[_dense(upstream[node]) for node in segment.inputs]))
+    upstream.update(zip(segment.outputs, accumulated))
+    local_check = compare_outputs(expected, local, rtol=rtol, atol=atol)
+    passed = local_check.passed
+    if not passed:
+        passed = judge(expected, local, float64_of(segment_module(gm, segment), fed), rtol, atol).passed
+    accumulated_check = compare_outputs(expected, accumulated, rtol=rtol, atol=atol)
+    return SegmentError(
+        index, len(segment.nodes), segment.nodes[0].name, segment.nodes[-1].name,
+        _largest(local_check), _largest(accumulated_check), passed, accumulated_check.passed, local_check.passed,
+    )
+
+
+def _largest(comparison: Comparison) -> float:
+    return max((output.max_abs for output in comparison.outputs), default=0.0)
+
+
+def _first_diverging_op(
+    gm: torch.fx.GraphModule, index: int, segment: Segment, eager: Values, upstream: Values, backend: str,
+    rtol: float | None, atol: float | None, clock: Budget, found: Localization, reference: bool = True,
+) -> Culprit | None:
+    """Bisect over prefixes of ``segment``'s nodes with sub-engines fed eager's values: the smallest failing prefix
+    ends at the first op whose own error fails; then that op alone (isolation) and against float64."""
+    nodes = normalised(segment.nodes)
+
+    def fails(count: int) -> NodeCheck:
+        found.sub_engines += 1
+        return check_nodes(gm, nodes[:count], eager, backend, rtol, atol, reference=reference)
+
+    whole = fails(len(nodes))
+    if not whole.failed:
+        found.notes.append(
+            f"segment @{index} fails as one engine but not as a sub-engine with every value an output: the error "
+            "comes from how the engine runs its ops together (a fusion), not from one converter")
+        return None
+    first = whole.first_failure()  # every intermediate output compared at once: where the bisection should end
+    low, high, last = 0, len(nodes), whole  # fails(high) fails; fails(low), nothing, passes
+    if first is not None and not clock.spent:
+        # The whole sub-engine says no output before ``first`` fails; confirm that the prefix ending at it fails on
+        # its own (nothing after it involved), comparing only its output, which is cheap.
+        position = nodes.index(first) + 1
+        found.sub_engines += 1
+        check = check_nodes(gm, nodes[:position], eager, backend, rtol, atol, outputs=[first], reference=reference)
+        if check.failed:
+            low, high, last = position - 1, position, check
+        else:  # it passes without what follows it: the failure needs later nodes, bisect what lies after it
+            low = position
+    while high - low > 1 and not clock.spent:
+        middle = (low + high) // 2
+        check = fails(middle)
+        if check.failed:
+            high, last = middle, check
+        else:
+            low = middle
+    if high - low > 1 and first is not None:
+        found.notes.append("the bisection was cut short: the culprit is the first failing output of the whole segment")
+        node = first
+    else:
+        node = nodes[high - 1]
+    while is_getitem(node) and node.args[0] in nodes:  # a getitem is its producer's output
+        node = node.args[0]
+    return _culprit(gm, index, node, segment, eager, upstream, backend, rtol, atol, last, found, reference)
+
+
+def _culprit(
+    gm: torch.fx.GraphModule, index: int, node: torch.fx.Node, segment: Segment, eager: Values, upstream: Values,
+    backend: str, rtol: float | None, atol: float | None, prefix: NodeCheck, found: Localization, reference: bool = True,
+) -> Culprit:
+    found.sub_engines += 1
+    alone = check_nodes(gm, [node], eager, backend, rtol, atol, reference=reference)
+    target = node.args[0] if is_getitem(node) else node
+    output = alone.of(node) or (alone.comparison.outputs[0] if alone.comparison and alone.comparison.outputs else None)
+    converter = converter_of(node.target)
+    name = "-" if converter is None else f"{converter.fn.__module__}.{converter.fn.__qualname__}"
+    culprit = Culprit(
+        node=node.name, op=str(target.target), converter=name, segment=index,
+        local_error=output.max_abs if output else math.nan, local_rel=output.max_rel if output else math.nan,
+        accumulated_error=_accumulated(prefix, node, upstream, eager),
+        inputs=[ValueRange.of(value.name, eager.get(value)) for value in node.all_input_nodes if value.op != "get_attr"],
+        survives_isolation=alone.failed,
+        message=alone.error,
+    )
+    # Against float64 where the op diverged: at the end of the prefix (its inputs as the engine computes them), so
+    # that an op ill-conditioned on what its segment feeds it is told from a wrong one; alone where no prefix ran.
+    measured = prefix if prefix.engine is not None and node in prefix.outputs else alone
+    if measured.engine is not None:
+        culprit.op_float64_error, culprit.eager_float64_error = _float64_errors(gm, node, measured, eager)
+    return culprit
+
+
+def _accumulated(prefix: NodeCheck, node: torch.fx.Node, upstream: Values, eager: Values) -> float:
+    """The prefix sub-engine fed the compiled module's values at its inputs: its error at ``node``."""
+    if prefix.engine is None or node not in prefix.outputs or any(value not in upstream for value in prefix.inputs):
+        return math.nan
+    with torch.no_grad():
+        outputs = prefix.engine(*[_dense(upstream[value]) for value in prefix.inputs])
+    actual = outputs[prefix.outputs.index(node)]
+    return compare_outputs(eager[node], actual).outputs[0].max_abs
+
+
+def _float64_errors(gm: torch.fx.GraphModule, node: torch.fx.Node, alone: NodeCheck, eager: Values) -> tuple[float | None, float | None]:
+    """The engine's and eager's errors at ``node`` against float64, the three computing ``alone``'s nodes from eager's
+    values at its inputs: an engine far further from float64 than eager is wrong; as far, the op is ill-conditioned."""
+    if not isinstance(eager.get(node), torch.Tensor) or not eager[node].is_floating_point() or node not in alone.outputs:
+        return None, None
+    module, inputs = subgraph_module(gm, alone.nodes, eager, alone.outputs)
+    fed = [_dense(eager[value]) for value in inputs]
+    exact = float64_of(module, fed)()
+    if exact is None:
+        return None, None
+    position = alone.outputs.index(node)
+    with torch.no_grad():
+        actual = alone.engine(*fed)[position]
+    wide = exact[position].to(torch.float64)
+    if wide.numel() == 0:
+        return 0.0, 0.0
+    return _max_error(actual, wide), _max_error(eager[node], wide)
+
+
+def _max_error(value: torch.Tensor, exact: torch.Tensor) -> float:
+    error = (value.detach().to(torch.float64) - exact).abs()
+    error = error[error.isfinite()]
+    return float(error.max()) if error.numel() else 0.0

@@ -1,0 +1,324 @@
+"""Reduction: shrink a mismatch to the smallest set of nodes that still fails, and write it as a standalone repro.
+
+Localization names the first op whose error fails; a developer fixing a converter wants more: a repro of a few
+nodes, with real input values, that runs without the model's code, and *every* independent culprit, not the
+first. Delta debugging (Zeller's ddmin) gets both from one primitive, ``localize.check_nodes``: a set of nodes
+of the lowered graph, any set, contiguous or not, cut out as a sub-engine and fed eager's recorded values
+(golden boundary values) at every cut, fails when one of its outputs fails the check ``verify`` makes. ddmin
+shrinks the TensorRT nodes to a 1-minimal failing set (removing any one node makes it pass); that set is then
+excluded and the search runs again on the rest, until the rest passes: each round is one independent culprit.
+
+A set that does not convert or run (an engine error) does not fail "the same check", so ddmin never reduces
+towards it. Each culprit's repro folder (``write_reduced_repro``) holds ``repro.py`` (prints FAIL or PASS,
+exits 1 or 0), ``subgraph.pt`` (the nodes as a ``GraphModule``, their metadata kept), ``inputs.pt`` (the real
+values at the cut), ``settings.json`` (backend, tolerances, the nodes and ops) and ``graph.py`` (readable code).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+from trtcheck.atomic import atomic_write
+from trtcheck.build.compile import compile
+from trtcheck.build.convert import flat_inputs
+from trtcheck.engines import resolve_backend
+from trtcheck.errors import TrtcheckError
+from trtcheck.lowering.export import source_of
+from trtcheck.names import checked_settings
+from trtcheck.partitioning.reasons import Target
+from trtcheck.settings import Settings
+from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_against_reference
+from trtcheck.verification.inputs import cloned, draw_input_sets
+from trtcheck.verification.localize import (
+    Budget,
+    Values,
+    check_nodes,
+    engine_of,
+    float64_of,
+    normalised,
+    record_eager,
+    subgraph_module,
+)
+from trtcheck.verification.repro import _SavedGraphModule, safe_name
+
+
+def ddmin(items: Sequence[Any], fails: Callable[[list[Any]], bool], budget: Budget | None = None) -> list[Any]:
+    """A 1-minimal sublist of ``items`` (which ``fails``) that still ``fails`` (Zeller and Hildebrandt, 2002).
+
+    Tries each of ``n`` chunks, then each complement, doubling ``n`` when neither fails; chunks keep the items'
+    order, complements are arbitrary sets. Stops early when ``budget`` is spent (the list so far still fails)."""
+    items = list(items)
+    tried: dict[frozenset, bool] = {}
+
+    def failing(subset: list[Any]) -> bool:  # a set already tried is not built again
+        key = frozenset(subset)
+        if key not in tried:
+            tried[key] = fails(subset)
+        return tried[key]
+
+    n = 2
+    while len(items) >= 2 and not (budget is not None and budget.spent):
+        size = len(items) / n
+        chunks = [items[round(i * size):round((i + 1) * size)] for i in range(n)]
+        chunks = [chunk for chunk in chunks if chunk]
+        reduced = False
+        for chunk in chunks:
+            if failing(chunk):
+                items, n, reduced = chunk, 2, True
+                break
+        if not reduced and len(chunks) > 2:
+            for index in range(len(chunks)):
+                rest = [item for j, chunk in enumerate(chunks) if j != index for item in chunk]
+                if failing(rest):
+                    items, n, reduced = rest, max(n - 1, 2), True
+                    break
+        if not reduced:
+            if n >= len(items):
+                break
+            n = min(2 * n, len(items))
+    return items
+
+
+@dataclass
+class Reduced:
+    """One independent culprit: the smallest set of nodes that still fails, and where its repro was written."""
+
+    nodes: list[str]
+    ops: list[str]
+    failure: str  # the first failing output's message
+    repro: pathlib.Path | None = None
+
+    def __str__(self) -> str:
+        where = f"; repro: python {self.repro / 'repro.py'}" if self.repro is not None else ""
+        listed = ", ".join(f"{node} = {op}" for node, op in zip(self.nodes, self.ops))
+        return f"{len(self.nodes)} node(s): {listed}: {self.failure}{where}"
+
+
+@dataclass
+class Reduction:
+    """Every independent culprit ``reduce_graph`` found, and what it cost."""
+
+    culprits: list[Reduced] = field(default_factory=list)
+    candidates: int = 0
+    tests: int = 0
+    seconds: float = 0.0
+    cut_short: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.culprits)
+
+    def __str__(self) -> str:
+        lines = [f"reduction of {self.candidates} TensorRT nodes: {len(self.culprits)} independent culprit(s), "
+                 f"{self.tests} sub-engines, {self.seconds:.1f} s{', cut short by its time budget' if self.cut_short else ''}"]
+        lines += [f"  culprit {index}: {culprit}" for index, culprit in enumerate(self.culprits, 1)]
+        lines += [f"  note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+
+@torch.no_grad()  # eager's recorded values include views of parameters: see localize.localize
+def reduce_graph(
+    gm: torch.fx.GraphModule,
+    values: Values,
+    candidates: Sequence[torch.fx.Node],
+    backend: str,
+    rtol: float | None = None,
+    atol: float | None = None,
+    *,
+    budget: float | None = None,
+    max_culprits: int = 8,
+    out_dir: str | os.PathLike | None = None,
+) -> Reduction:
+    """Every independent culprit among ``candidates`` (nodes of ``gm``), each reduced by ddmin to a 1-minimal set
+    that fails the check on ``values`` (eager's value of every node: ``localize.record_eager``); with ``out_dir``,
+    each is written as a standalone repro folder ``out_dir/culprit_<k>``."""
+    clock = Budget(budget)
+    found = Reduction(candidates=len(candidates))
+    results: dict[frozenset, bool] = {}
+
+    def fails(nodes: list[torch.fx.Node]) -> bool:
+        key = frozenset(normalised(nodes))
+        if key not in results:
+            found.tests += 1
+            check = check_nodes(gm, list(key), values, backend, rtol, atol)
+            results[key] = check.comparison is not None and not check.comparison.passed
+        return results[key]
+
+    remaining = list(candidates)
+    while remaining and len(found.culprits) < max_culprits and not clock.spent and fails(remaining):
+        smallest = normalised(ddmin(remaining, fails, clock))
+        check = check_nodes(gm, smallest, values, backend, rtol, atol)
+        failure = next((o.message for o in check.comparison.outputs if not o.passed), "") if check.comparison else check.error
+        culprit = Reduced([n.name for n in smallest], [str(n.target) for n in smallest], failure)
+        if out_dir is not None:
+            culprit.repro = write_reduced_repro(
+                pathlib.Path(out_dir) / f"culprit_{len(found.culprits) + 1}", gm, smallest, values, backend, rtol, atol, failure)
+        found.culprits.append(culprit)
+        taken = set(smallest)
+        remaining = [node for node in remaining if node not in taken]
+    found.cut_short, found.seconds = clock.cut_short, clock.elapsed
+    return found
+
+
+def tensorrt_nodes(compiled: Any) -> list[torch.fx.Node]:
+    """The nodes a compiled module runs in engines: the candidates of a reduction, in graph order."""
+    partition = compiled.partition
+    nodes = [node for index, segment in enumerate(partition.segments)
+             if segment.target is Target.TENSORRT and index in compiled.engines for node in segment.nodes]
+    return normalised(nodes)
+
+
+@torch.no_grad()  # eager's recorded values include views of parameters: see localize.localize
+def reduce_compiled(
+    compiled: Any,
+    flat: Sequence[Any],
+    backend: str,
+    rtol: float | None = None,
+    atol: float | None = None,
+    **options: Any,
+) -> Reduction:
+    """``reduce_graph`` over the TensorRT nodes of ``compiled`` (a ``CompiledModule``) on ``flat`` (the lowered
+    graph's placeholders' values), eager's values recorded first."""
+    gm = compiled.partition.graph_module
+    values = record_eager(gm, flat)
+    return reduce_graph(gm, values, tensorrt_nodes(compiled), backend, rtol, atol, **options)
+
+
+def reduce_model(
+    model: Any,
+    example_inputs: Sequence[Any] | None = None,
+    settings: Settings | None = None,
+    backend: str = "auto",
+    rtol: float | None = None,
+    atol: float | None = None,
+    *,
+    num_inputs: int = 3,
+    seed: int = 0,
+    example_kwargs: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> Reduction:
+    """Compile ``model`` (as ``verify`` does), find the first input set whose outputs differ from eager's (the
+    examples, then ``num_inputs - 1`` random sets like ``verify``'s), and reduce the mismatch on it. A model
+    whose outputs all match has nothing to reduce: an empty ``Reduction`` that says so."""
+    settings = checked_settings(settings)
+    backend = resolve_backend(backend)
+    source = source_of(model, example_inputs, example_kwargs)
+    compiled = compile(source.lowerable, source.example_args, settings, backend, example_kwargs=source.example_kwargs)
+    kwargs = dict(source.example_kwargs or {})
+    for input_set in draw_input_sets(source.example_args, None, num_inputs, seed):
+        with torch.no_grad():
+            expected = source.eager(*cloned(input_set), **cloned(kwargs))
+            actual = compiled(*cloned(input_set), **cloned(kwargs))
+        if not compare_outputs(expected, actual, rtol=rtol, atol=atol).passed:
+            flat = flat_inputs(compiled.partition.graph_module, input_set, kwargs)
+            return reduce_compiled(compiled, flat, backend, rtol, atol, **options)
+    return Reduction(candidates=len(tensorrt_nodes(compiled)), notes=["the compiled outputs match eager's: nothing to reduce"])
+
+
+def load_repro(folder: str | os.PathLike) -> tuple[torch.fx.GraphModule, tuple, Settings]:
+    """The graph, inputs and settings of a repro folder ``verification.repro.write_repro`` wrote (a failing
+    ``verify``'s), to reduce: ``trtcheck reduce repro_dir/``."""
+    folder = pathlib.Path(folder)
+    missing = [name for name in ("model.pt", "inputs.pt", "settings.json") if not (folder / name).is_file()]
+    if missing:
+        raise TrtcheckError(f"{folder} is not a trtcheck repro folder: it has no {', '.join(missing)}")
+    model = torch.load(folder / "model.pt", weights_only=False)
+    inputs = tuple(torch.load(folder / "inputs.pt", weights_only=False))
+    return model, inputs, Settings(**json.loads((folder / "settings.json").read_text()))
+
+
+# ------------------------------------------------------------------------------------------- the repro
+
+
+def check_subgraph(module: torch.fx.GraphModule, inputs: Sequence[Any], backend: str, rtol: float | None, atol: float | None) -> Comparison:
+    """The check a reduced repro makes: ``module`` as an engine on ``inputs`` against ``module`` in PyTorch (and in
+    float64, where the tolerances fail), every output compared."""
+    with torch.no_grad():
+        expected = list(module(*inputs))
+        engine = engine_of(module, list(inputs), expected, backend)
+        actual = list(engine(*inputs))
+    comparison = compare_outputs(expected, actual, rtol=rtol, atol=atol)
+    if not comparison.passed:
+        exact = float64_of(module, inputs)()
+        if exact is not None:
+            judge_against_reference(comparison, expected, actual, list(exact))
+    return comparison
+
+
+@torch.no_grad()  # eager's recorded values include views of parameters: see localize.localize
+def write_reduced_repro(
+    folder: str | os.PathLike,
+    gm: torch.fx.GraphModule,
+    nodes: Sequence[torch.fx.Node],
+    values: Values,
+    backend: str,
+    rtol: float | None,
+    atol: float | None,
+    failure: str = "",
+) -> pathlib.Path:
+    """Write ``nodes`` of ``gm``, fed ``values`` at their cut, as a standalone repro folder (module docstring)."""
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    chosen = normalised(nodes)
+    module, inputs = subgraph_module(gm, chosen, values, [n for n in chosen if _floating(values.get(n))])
+    fed = tuple(values[node].contiguous() if isinstance(values[node], torch.Tensor) else values[node] for node in inputs)
+    config = {
+        "backend": backend, "rtol": rtol, "atol": atol, "failure": failure,
+        "nodes": [node.name for node in chosen], "ops": [str(node.target) for node in chosen],
+    }
+    atomic_write(folder / "graph.py", module.print_readable(print_output=False))
+    saved = _SavedGraphModule(module)
+    atomic_write(folder / "subgraph.pt", lambda file: torch.save(saved, file))
+    atomic_write(folder / "inputs.pt", lambda file: torch.save(fed, file))
+    atomic_write(folder / "settings.json", json.dumps(config, indent=2) + "\n")
+    atomic_write(folder / "repro.py", _SCRIPT.format(name=safe_name(folder.name), count=len(chosen)))
+    return folder
+
+
+def _floating(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.is_floating_point()
+
+
+_SCRIPT = '''\
+#!/usr/bin/env python
+"""{name}: {count} node(s) of a lowered graph whose engine differs from PyTorch, reduced by trtcheck.
+
+``python repro.py`` converts subgraph.pt to ONNX, builds its engine on the recorded backend, runs it on the real
+values recorded at its inputs (inputs.pt) and compares every output with PyTorch's (the tolerances and backend
+are in settings.json); prints the comparison, then FAIL (exit 1) or PASS (exit 0). Needs trtcheck, not the
+model's code. Written by trtcheck.verification.reduce.
+"""
+
+import json
+import pathlib
+
+import torch
+
+from trtcheck.verification.reduce import check_subgraph
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def main():
+    module = torch.load(HERE / "subgraph.pt", weights_only=False)  # a torch.fx.GraphModule
+    inputs = torch.load(HERE / "inputs.pt", weights_only=False)  # the values at its inputs
+    config = json.loads((HERE / "settings.json").read_text())
+    print("nodes:", ", ".join(f"{{n}} = {{o}}" for n, o in zip(config["nodes"], config["ops"])))
+    comparison = check_subgraph(module, inputs, config["backend"], config["rtol"], config["atol"])
+    print(comparison)
+    print("PASS" if comparison.passed else "FAIL")
+    return 0 if comparison.passed else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+'''
