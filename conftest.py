@@ -4,8 +4,8 @@
 local loop. Choose one with hypothesis's own option, ``pytest --hypothesis-profile nightly``, or with the
 environment variable, ``HYPOTHESIS_PROFILE=nightly pytest``; the option wins when both are given.
 
-Tests marked ``sweep`` (the exhaustive tier: OpInfo samples of float16, int64 and bool) are deselected unless
-``--sweeps`` or a ``-m`` expression naming ``sweep`` asks for them.
+Tests marked ``sweep`` (the exhaustive tier: OpInfo samples in float16, int64 and bool, and three ops in four in
+float32) are deselected unless ``--sweeps`` or a ``-m`` expression naming ``sweep`` asks for them.
 """
 
 import os
@@ -61,8 +61,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--sweeps", action="store_true", default=False,
-        help="also run the exhaustive sweeps (tests marked sweep: OpInfo samples of float16, int64 and bool); the default "
-        "tier runs every op's float32 samples",
+        help="also run the exhaustive sweeps (tests marked sweep: OpInfo samples in float16, int64 and bool, and three "
+        "ops in four in float32); the default tier runs every fourth op's float32 samples",
     )
 
 

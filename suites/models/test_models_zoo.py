@@ -63,14 +63,14 @@ def test_entry_builds_runs_and_is_deterministic(name):
     state, again_state = model.state_dict(), again_model.state_dict()  # before forward updates any buffer
     assert state.keys() == again_state.keys()
     assert all(torch.equal(state[k], again_state[k]) for k in state)
+    for a, b in zip(_tensors(inputs), _tensors(again_inputs), strict=True):  # before forward updates any input in place
+        assert torch.equal(a, b)
     first = _tensors(_run_checking_fallback_module(model, inputs, entry))
     assert first and all(torch.isfinite(t.float()).all() for t in first)
     magnitudes = [t.abs().max().item() for t in first if t.is_floating_point()]
     assert all(m > 0 for m in magnitudes), "an all-zero output would hide conversion bugs"
     assert all(m < 1e3 for m in magnitudes), "exploding activations make tolerance checks meaningless"
 
-    for a, b in zip(_tensors(inputs), _tensors(again_inputs), strict=True):
-        assert torch.equal(a, b)
     for a, b in zip(first, _tensors(_run(again_model, again_inputs)), strict=True):
         assert torch.equal(a, b)
 

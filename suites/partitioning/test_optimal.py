@@ -18,7 +18,16 @@ from trtcheck.partitioning.model import boundary_bytes, merge_adjacent
 from trtcheck.partitioning.nodes import is_compute, is_getitem
 from trtcheck.partitioning.optimal import lower_bound, optimal
 from trtcheck.partitioning.reasons import Target
-from trtcheck.testing.random_graphs import OPS, TENSOR_ONLY, Step, aten_graphs, build_graph, random_recipe, supports_all_but
+from trtcheck.testing.random_graphs import (
+    OPS,
+    TENSOR_ONLY,
+    Step,
+    aten_graphs,
+    build_graph,
+    called_ops_only,
+    random_recipe,
+    supports_all_but,
+)
 
 SUPPORT = supports_all_but()
 MAX_GROUPS = 12  # the exhaustive search is exponential in the groups (a node with its getitem nodes)
@@ -102,6 +111,7 @@ constrained = st.builds(
 def _count(graph, settings_, segmentation):
     from dataclasses import replace
 
+    settings_ = called_ops_only(graph.graph_module, settings_)
     result = trtcheck.partition(graph.graph_module, graph.example_inputs, replace(settings_, segmentation=segmentation), support=SUPPORT)
     return result
 

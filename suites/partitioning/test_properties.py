@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import trtcheck
 from trtcheck.partitioning.model import merge_adjacent
 from trtcheck.partitioning.segmentation import dependency_aware, naive
-from trtcheck.testing.random_graphs import aten_graphs, supports_all_but
+from trtcheck.testing.random_graphs import aten_graphs, called_ops_only, supports_all_but
 
 SUPPORT = supports_all_but()
 
@@ -38,6 +38,7 @@ STATEFUL_OPS = ("read_state", "write_state", "write_input", "relu", "tanh", "add
 
 @given(aten_graphs(), settings_strategy)
 def test_random_partitions_are_sound(graph, settings):
+    settings = called_ops_only(graph.graph_module, settings)
     partition = trtcheck.partition(graph.graph_module, graph.example_inputs, settings, support=SUPPORT)
     violations = trtcheck.check_invariants(partition, support=SUPPORT)
     assert not violations, "\n".join(map(str, violations)) + "\n" + str(partition)
@@ -56,6 +57,7 @@ def test_every_segmentation_keeps_reads_and_writes_of_state_in_order(graph, segm
 
 @given(aten_graphs(), settings_strategy)
 def test_partitioning_is_deterministic(graph, settings):
+    settings = called_ops_only(graph.graph_module, settings)
     first = trtcheck.partition(graph.graph_module, graph.example_inputs, settings, support=SUPPORT)
     second = trtcheck.partition(graph.graph_module, graph.example_inputs, settings, support=SUPPORT)
     assert str(first) == str(second)
@@ -64,6 +66,7 @@ def test_partitioning_is_deterministic(graph, settings):
 
 @given(aten_graphs(), settings_strategy)
 def test_dependency_aware_never_more_segments_than_naive_for_the_same_targets(graph, settings):
+    settings = called_ops_only(graph.graph_module, settings)
     partition = trtcheck.partition(graph.graph_module, graph.example_inputs, settings, support=SUPPORT)
     targets = {node: segment.target for segment in partition.segments for node in segment.nodes}
     nodes = partition.compute_nodes

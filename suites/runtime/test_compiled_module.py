@@ -227,14 +227,23 @@ def test_a_module_list_named_by_its_attribute_is_forced_to_torch():
             assert partition.target_of(node) is trtcheck.Target.TORCH
 
 
-def test_readme_python_blocks_run():
-    """Every ```python block of README.md runs (the README's own example once passed aliased inputs)."""
+def test_readme_python_blocks_run(tmp_path, monkeypatch):
+    """Every ```python block of README.md runs (the README's own example once passed aliased inputs). The block
+    the README introduces as the user's ``mymodels/nets.py`` is written there, as the user would, and imported
+    by the blocks after it."""
     import pathlib
     import re
 
     readme = pathlib.Path(__file__).resolve().parents[2] / "README.md"
-    blocks = re.findall(r"```python\n(.*?)```", readme.read_text(), flags=re.S)
+    text = readme.read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert len(blocks) >= 2
+    package = re.search(r"`mymodels/nets.py`.*?```python\n(.*?)```", text, flags=re.S)
+    if package:
+        (tmp_path / "mymodels").mkdir()
+        (tmp_path / "mymodels" / "__init__.py").write_text("")
+        (tmp_path / "mymodels" / "nets.py").write_text(package.group(1))
+        monkeypatch.syspath_prepend(str(tmp_path))
     namespace: dict = {}
     for block in blocks:
         exec(compile(block, str(readme), "exec"), namespace)  # noqa: S102 - the README is this repository's own

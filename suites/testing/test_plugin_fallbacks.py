@@ -46,8 +46,8 @@ def broken_suite(pytester, tmp_path):
 def test_a_fallback_fails_the_test_and_names_it(pytester, broken_suite):
     result = pytester.runpytest(*ARGS, *broken_suite)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*fell back*"])
-    result.stdout.fnmatch_lines(["*relu converter is broken on purpose*"])
+    # The report's own fallback line (this once matched "fell back" in verify's docstring, in a traceback now hidden).
+    result.stdout.fnmatch_lines(["*fallback: segment @0 (4 nodes) runs in PyTorch: ConversionError*relu converter is broken on purpose*"])
 
 
 def test_allow_fallbacks_flag_lets_it_pass(pytester, broken_suite):

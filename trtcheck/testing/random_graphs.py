@@ -26,6 +26,7 @@ Static graphs are built exactly as before (``aten_graphs``, ``random_recipe`` an
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
 import random
@@ -38,7 +39,9 @@ import torch.fx
 from hypothesis import strategies as st
 
 from trtcheck.lowering.export import lower
-from trtcheck.lowering.graph import written_values
+from trtcheck.lowering.graph import copy_graph_module, written_values
+from trtcheck.names import resolve_ops
+from trtcheck.settings import Settings
 
 aten = torch.ops.aten
 
@@ -584,3 +587,13 @@ def random_recipe(
         pool = unsupported if rng.random() < unsupported_fraction else supported
         recipe.append(Step(rng.choice(pool), rng.randrange(16), rng.randrange(16)))
     return recipe
+
+
+def called_ops_only(graph: torch.fx.GraphModule, settings: Settings) -> Settings:
+    """``settings`` without the ``torch_executed_ops`` entries ``graph`` never calls. trtcheck refuses a forced op
+    that matches nothing (``UnmatchedOpError``), and settings drawn apart from the graph (``forcing relu`` on a graph
+    of one ``neg``) meet such graphs all the time: the draw keeps its other settings instead of being thrown away."""
+    live = copy_graph_module(graph)
+    live.graph.eliminate_dead_code()  # as lowering does: a dead node is not called (a graph of one unused sym_size)
+    unmatched = set(resolve_ops(settings.torch_executed_ops).unmatched([live.graph]))
+    return dataclasses.replace(settings, torch_executed_ops=[op for op in settings.torch_executed_ops if op not in unmatched])

@@ -181,8 +181,11 @@ def compare_outputs(
 
 REFERENCE_MULTIPLE = 3.0
 """How much further from float64 than eager a compiled output may be (``torch._dynamo``'s accuracy check uses 2
-to 3). Calibrated on the zoo and on random graphs: the largest ratio of a correct conversion seen was
-``CALIBRATED_RATIO``; a converter off by 1e-3 relative gives ratios of hundreds (suites/verification/test_reference.py)."""
+to 3). Calibrated (``python -m suites.benchmarks.calibrate_reference --models 'resnet18,resnet50,mobilenet_v3_small,
+hf_bert,hf_vit,transformer*,padded_transformer,seed*,spd*,residual*' --presets min_block_size_5 --random 40``): the
+largest ratio of a correct conversion was 0.77 (resnet50, the only model there outside the fixed tolerances; 40
+random graphs all inside them), the smallest of convolution/addmm/mm converters planted off by 1e-3 relative 272
+(hf_bert); suites/verification/test_reference.py holds both sides."""
 
 
 def judge_against_reference(comparison: Comparison, expected: Any, actual: Any, reference: Any) -> Comparison:
