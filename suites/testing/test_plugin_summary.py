@@ -42,3 +42,19 @@ def test_quiet_runs_still_say_why_trtcheck_tests_were_skipped_and_what_ran(pytes
     result = pytester.runpytest("-q", "--trtcheck", *ORT, "--trtcheck-settings", "min_block_size_1")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["trtcheck: engine backend: onnxruntime (requested explicitly)", "trtcheck: presets: min_block_size_1"])
+
+
+def test_a_run_ends_with_a_five_second_summary(pytester):
+    """Issue 25: the matrix's last lines say how many verifications passed, failed and were skipped, the fallbacks,
+    the worst error of a pass and the slowest test, whatever scrolled by above."""
+    pytester.makepyfile(test_down=DOWNSTREAM + """
+
+def test_broken(trtcheck_verify):
+    trtcheck_verify(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval(), (torch.randn(2, 4),), atol=-1)
+""")
+    result = pytester.runpytest("-q", "--trtcheck", *ORT, "--trtcheck-settings", "min_block_size_1,torch_relu")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines([
+        "trtcheck: 2 verifications passed, 2 failed, 0 skipped; fallbacks accepted: 0",
+        "trtcheck: worst max abs error of a pass * (test_down.py::test_mine[[]*[]]); slowest * s (test_down.py::test_mine[[]*[]])",
+    ])

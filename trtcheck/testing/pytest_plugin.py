@@ -24,7 +24,7 @@ import dataclasses
 import functools
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ import trtcheck  # the root, errors and presets import no torch: the plugin load
 from trtcheck.errors import BackendError, SettingsError, UnmatchedOpError
 from trtcheck.presets import DEFAULT_PRESETS, resolve_presets
 from trtcheck.settings import PRECISIONS
+from trtcheck.text import plural
 
 MARKER = "trtcheck"
 FIXTURES = frozenset({
@@ -216,6 +217,7 @@ def share_cores_with_other_workers() -> int | None:
 
 
 CHECKED_PROPERTY = "trtcheck_checked"
+FIGURES_PROPERTY = "trtcheck_figures"  # a passing verification's worst max abs error and fallbacks, for the run's last lines
 
 
 def _quiet_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -253,6 +255,30 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.line(nodeid)
         for line in lines:
             terminalreporter.line(f"  {line}")
+    for line in run_summary(terminalreporter.stats):
+        terminalreporter.write_line(line, bold=True)
+
+
+def run_summary(stats: Mapping[str, list[Any]]) -> list[str]:
+    """The lines a user reads in five seconds at the end of a matrix run: how many verifications passed, failed and
+    were skipped, fallbacks, the worst error of a passing one and the slowest test."""
+    passed = [
+        (report, figures) for report in stats.get("passed", []) if report.when == "call"
+        for name, figures in getattr(report, "user_properties", ()) if name == FIGURES_PROPERTY
+    ]
+    if not passed:
+        return []
+    failed = [r for r in stats.get("failed", []) if getattr(r, "when", "call") == "call"]
+    skipped = len(stats.get("skipped", []))
+    worst_report, worst = max(passed, key=lambda item: item[1]["max_abs"])
+    slowest = max((report for report, _ in passed), key=lambda report: report.duration)
+    fallbacks = sum(figures["fallbacks"] for _, figures in passed)
+    return [
+        f"trtcheck: {plural(len(passed), 'verification')} passed, {len(failed)} failed, {skipped} skipped; "
+        f"fallbacks accepted: {fallbacks}",
+        f"trtcheck: worst max abs error of a pass {worst['max_abs']:.3g} ({worst_report.nodeid}); "
+        f"slowest {slowest.duration:.1f} s ({slowest.nodeid})",
+    ]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -420,6 +446,8 @@ def trtcheck_verify(trtcheck_settings: Any, trtcheck_config: HarnessConfig, requ
         report = trtcheck.verify(model, example_inputs, **options)
         # user_properties travel with the test's report, from xdist workers too, to the end-of-run summary
         request.node.user_properties.append((CHECKED_PROPERTY, report.checked()))
+        worst = max((output.max_abs for comparison in report.comparisons for output in comparison.outputs), default=0.0)
+        request.node.user_properties.append((FIGURES_PROPERTY, {"max_abs": worst, "fallbacks": len(report.partition.fallbacks)}))
         return report
 
     return _preset_applies(run)

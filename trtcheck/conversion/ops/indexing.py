@@ -86,6 +86,21 @@ def index_tensors(indices: Any) -> list[tuple[int, torch.fx.Node]]:
     return [(position, index) for position, index in enumerate(indices) if index is not None]
 
 
+def index_list_refusal(indices: Any, rank: int) -> Refusal | None:
+    """Why ``indices`` (``index``'s or ``index_put``'s list: index tensors and ``None`` full slices) cannot convert
+    against a rank-``rank`` self, or None: at least one index tensor, no more entries than dims, each an
+    int32/int64 position tensor or a bool mask."""
+    given = index_tensors(indices)
+    if not given:
+        return refuse("indices holds no index tensor, only full slices (None)")
+    if len(indices) > rank:
+        return refuse(f"{len(indices)} indices for a rank-{rank} self")
+    for position, index in given:
+        if not isinstance(index, torch.fx.Node) or index.meta["val"].dtype not in INT | BOOL:
+            return refuse(f"indices[{position}] is {index!r}: index tensors are int32/int64 positions or bool masks")
+    return None
+
+
 def separated(positions: list[int]) -> bool:
     """True when a full slice lies between indexed dims: PyTorch then puts the broadcast index shape first."""
     return positions != list(range(positions[0], positions[-1] + 1))
@@ -117,14 +132,10 @@ def dim_size(ctx: ConversionContext, name: str, meta: torch.Tensor, axis: int) -
 
 
 def _index_tensor_ok(args: BoundArgs) -> bool | Refusal:
+    refusal = index_list_refusal(args.indices, args.meta("self").dim())
+    if refusal is not None:
+        return refusal
     given = index_tensors(args.indices)
-    if not given:
-        return refuse("indices holds no index tensor, only full slices (None)")
-    if len(args.indices) > args.meta("self").dim():
-        return refuse(f"{len(args.indices)} indices for a rank-{args.meta('self').dim()} self")
-    for position, index in given:
-        if not isinstance(index, torch.fx.Node) or index.meta["val"].dtype not in INT | BOOL:
-            return refuse(f"indices[{position}] is {index!r}: index tensors are int32/int64 positions or bool masks")
     masks = [(position, index) for position, index in given if index.meta["val"].dtype in BOOL]
     if masks:
         return _mask_ok(args, given, masks[0])

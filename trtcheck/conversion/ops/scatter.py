@@ -45,7 +45,7 @@ from trtcheck.conversion.ops._common import (
     out_meta,
     refuse,
 )
-from trtcheck.conversion.ops.indexing import index_tensors, indexed_shape, separated, wrapped
+from trtcheck.conversion.ops.indexing import index_list_refusal, index_tensors, indexed_shape, separated, wrapped
 from trtcheck.conversion.ops.shape import reshape
 from trtcheck.conversion.registry import Refusal
 
@@ -127,14 +127,10 @@ def _index_put_ok(args: BoundArgs) -> bool | Refusal:
     rank = args.meta("self").dim()
     if rank == 0:
         return refuse("self is 0-d")
+    refusal = index_list_refusal(indices, rank)
+    if refusal is not None:
+        return refusal
     given = index_tensors(indices)
-    if not given:
-        return refuse("indices holds no index tensor, only full slices (None)")
-    if len(indices) > rank:
-        return refuse(f"{len(indices)} indices for a rank-{rank} self")
-    for position, index in given:
-        if not isinstance(index, torch.fx.Node) or index.meta["val"].dtype not in INT | BOOL:
-            return refuse(f"indices[{position}] is {index!r}: index tensors are int32/int64 positions or bool masks")
     masks = [(position, index) for position, index in given if index.meta["val"].dtype in BOOL]
     if masks:
         return _mask_put_ok(args, given, *masks[0])
