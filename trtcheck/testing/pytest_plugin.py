@@ -416,7 +416,7 @@ def _preset_applies(call: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return call(*args, **kwargs)
         except UnmatchedOpError as error:
-            pytest.skip(f"the preset does not apply to this model: {str(error).split(':', 2)[1].strip()}")
+            pytest.skip(f"the preset does not apply to this model: {str(error).removeprefix('torch_executed_ops: ').split('. ')[0]}")
 
     return run
 
