@@ -30,6 +30,7 @@ from trtcheck.runtime.module import CompiledModule
 from trtcheck.runtime.profiling import profile as profile_call
 from trtcheck.settings import Settings
 from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_reduced_precision
+from trtcheck.verification.inputs import cloned
 from trtcheck.verification.reference import float64_outputs, reduced_precision_outputs
 
 __all__ = ["ROUNDS", "WARMUP", "Compiled", "assert_timed_result_holds", "benchmark_variant", "compile_once", "equivalence_info",
@@ -83,10 +84,11 @@ def compile_once(
         except PartitionError as error:
             _last[key] = Compiled(model, inputs, error, None, getattr(settings, "precision", "fp32"))
             return _last[key]
-        with flush_denormals(), torch.inference_mode():
+        # no_grad, not inference_mode: a model that runs autograd inside forward (a force field) enables grad there.
+        with flush_denormals(), torch.no_grad():
             options = tolerances(model, inputs) if tolerances is not None else {}
-            actual = stitched(*inputs)
-            comparison = compare_outputs(model(*inputs), actual, **options)
+            actual = stitched(*cloned(inputs))  # each side its own copy: a model may update an input in place (a KV cache)
+            comparison = compare_outputs(model(*cloned(inputs)), actual, **options)
             precision = getattr(settings, "precision", "fp32")
             if precision != "fp32":  # fp16/bf16 engines: judged by eager's own error at that precision, as verify does
                 exact, _ = float64_outputs(model, inputs, {})
@@ -131,7 +133,7 @@ def benchmark_variant(
     stitched = compiled.stitched
     assert isinstance(stitched, CompiledModule) and compiled.comparison is not None, "nothing to time: the preset did not compile"
     benchmark.group = f"{model}-{preset_label(preset, compiled.precision)}"
-    with flush_denormals() as flushed, torch.inference_mode():
+    with flush_denormals() as flushed, torch.no_grad():
         # Profiling runs 20 calls: only worth it when timings are kept (pytest-benchmark is off under xdist).
         profile = profile_call(stitched, compiled.inputs).to_dict() if variant == "stitched" and not benchmark.disabled else None
         benchmark.extra_info.update(
