@@ -74,7 +74,7 @@ def opinfo_results(request: pytest.FixtureRequest):
 
 # The default tier (README command (2), before every commit) runs the float32 samples of every fourth op: a fixed
 # quarter, every converter module among them; the rest is the sweep tier (``pytest --sweeps``), of which CI runs the
-# float32 part (``-m sweep -k float32``) and the nightly the whole.
+# float32 samples of the nn.functional ops (``-m sweep -k "float32 and nn.functional"``) and a nightly the whole.
 DEFAULT_TIER_DTYPE = "float32"
 DEFAULT_TIER_EVERY = 4
 _FLOAT32 = [pair for pair in PAIRS if pair[1] == DEFAULT_TIER_DTYPE]
