@@ -7,13 +7,11 @@ there in a subprocess (as a user runs it), then the report read from its JSON ex
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from suites.testing.downstream import ONNXRUNTIME, run_pytest
 from trtcheck.report import load_run
 from trtcheck.tools.cli import main
 
@@ -40,12 +38,9 @@ def test_tiny_net_speed(trtcheck_benchmark):
 def test_a_downstream_suite_benchmarks_its_model_and_the_report_reads_it(tmp_path: Path):
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_speed.py").write_text(USER_TEST)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly", "--trtcheck",
-         "--trtcheck-backend", "onnxruntime", "--trtcheck-settings", "min_block_size_1,torch_relu,torch_module",
-         "--benchmark-json=out.json"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    result = run_pytest(
+        tmp_path, "-p", "no:xdist", *ONNXRUNTIME, "--trtcheck-settings", "min_block_size_1,torch_relu,torch_module",
+        "--benchmark-json=out.json",
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output

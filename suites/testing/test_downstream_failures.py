@@ -6,44 +6,18 @@ pytest run there in a subprocess as a user runs it, then the written repro run a
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-WRONG_CONVERTER_TEST = '''
-import torch
-from torch import nn
-from trtcheck import conversion as converters
-
-
-def _relu_as_negation(ctx, node):  # wrong on purpose: the engine computes -x where eager computes relu(x)
-    return ctx.add("Neg", [ctx.name(node.args[0])])
-
-
-def test_wrong(trtcheck_verify):
-    with converters.Snapshot():
-        converters.register(torch.ops.aten.relu.default, override=True)(_relu_as_negation)
-        torch.manual_seed(0)
-        trtcheck_verify(nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4)).eval(), (torch.randn(2, 8),))
-'''
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "TORCH_TRACE")}
+from suites.testing.downstream import ONNXRUNTIME, WRONG_CONVERTER_TEST, run_pytest, run_python
 
 
 @pytest.mark.slow
 def test_a_failure_shows_the_report_and_its_repro_reproduces_with_the_users_converter(tmp_path: Path):
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_wrong.py").write_text(WRONG_CONVERTER_TEST)
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "--trtcheck",
-         "--trtcheck-backend", "onnxruntime", "--trtcheck-settings", "min_block_size_1"],
-        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600,
-    )
+    result = run_pytest(tmp_path, *ONNXRUNTIME, "--trtcheck-settings", "min_block_size_1")
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert "trtcheck verification of test_wrong[min_block_size_1]: FAILED" in output and "outputs differ from eager" in output
@@ -53,7 +27,7 @@ def test_a_failure_shows_the_report_and_its_repro_reproduces_with_the_users_conv
     (repro,) = (tmp_path / "trtcheck-report").glob("*/repro.py")
     assert f"repro: python {repro}" in output
 
-    rerun = subprocess.run([sys.executable, str(repro)], cwd=tmp_path / "..", env=_env(), capture_output=True, text=True, timeout=600)
+    rerun = run_python(tmp_path / "..", str(repro))
     rerun_output = rerun.stdout + rerun.stderr
     assert "converter: registered test_wrong._relu_as_negation for aten.relu.default" in rerun_output, rerun_output
     assert rerun.returncode != 0 and "VerificationError" in rerun_output and "did not reproduce" not in rerun_output, rerun_output

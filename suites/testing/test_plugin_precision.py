@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
+from suites.testing.downstream import ONNXRUNTIME, run_pytest
 from trtcheck.benchmarking import extra_info
 from trtcheck.report.analysis import summarize
 from trtcheck.report.loading import load_run
@@ -78,12 +76,9 @@ def test_tiny_net_speed(trtcheck_benchmark):
 def test_benchmarks_at_each_precision_reach_the_report(tmp_path):
     """fp16 engines pass their equivalence check (judged against eager in fp16) and are their own report group."""
     (tmp_path / "test_speed.py").write_text(USER_BENCHMARK)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly", "--trtcheck",
-         "--trtcheck-backend", "onnxruntime", "--trtcheck-settings", "min_block_size_1", "--trtcheck-precision", "fp32,fp16",
-         "--benchmark-json=out.json", "--benchmark-min-rounds=1"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    result = run_pytest(
+        tmp_path, "-p", "no:xdist", *ONNXRUNTIME, "--trtcheck-settings", "min_block_size_1", "--trtcheck-precision", "fp32,fp16",
+        "--benchmark-json=out.json", "--benchmark-min-rounds=1",
     )
     assert result.returncode == 0 and "4 passed" in result.stdout, result.stdout + result.stderr
     groups = sorted(b["group"] for b in json.loads((tmp_path / "out.json").read_text())["benchmarks"])

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from trtcheck import conversion as converters
 
 FACTORIES = textwrap.dedent(
     '''
@@ -59,6 +62,46 @@ FACTORIES = textwrap.dedent(
     model = Net()
     '''
 )
+
+
+WRONG_RELU = textwrap.dedent(
+    '''
+    import torch
+    from torch import nn
+    from trtcheck import conversion as converters
+
+
+    def _relu_as_negation(ctx, node):  # wrong on purpose: the engine computes -x where eager computes relu(x)
+        return ctx.add("Neg", [ctx.name(node.args[0])])
+
+
+    converters.register(torch.ops.aten.relu.default, override=True)(_relu_as_negation)
+
+
+    def build():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4)).eval(), (torch.randn(2, 8),)
+    '''
+)
+BROKEN_RELU = WRONG_RELU.replace('return ctx.add("Neg", [ctx.name(node.args[0])])', 'raise RuntimeError("broken on purpose")')
+
+
+@pytest.fixture
+def wrong_relu(tmp_path: Path) -> Iterator[Path]:
+    """``wrong.py``: a target whose import registers a relu converter that computes -x; undone after the test."""
+    yield from _registering_target(tmp_path / "wrong.py", WRONG_RELU)
+
+
+@pytest.fixture
+def broken_relu(tmp_path: Path) -> Iterator[Path]:
+    """``broken.py``: a target whose import registers a relu converter that raises; undone after the test."""
+    yield from _registering_target(tmp_path / "broken.py", BROKEN_RELU)
+
+
+def _registering_target(path: Path, text: str) -> Iterator[Path]:
+    path.write_text(text)
+    with converters.Snapshot():
+        yield path
 
 
 @pytest.fixture

@@ -58,17 +58,11 @@ def test_module_option_before_model_does_not_swallow_it(factories: Path, capsys)
     assert "torch_executed_modules" in out, out
 
 
-def test_an_unwritable_report_dir_is_one_warning_line_naming_the_commands_option(tmp_path: Path, capsys):
+def test_an_unwritable_report_dir_is_one_warning_line_naming_the_commands_option(tmp_path: Path, wrong_relu, capsys):
     """Not pytest's --trtcheck-report, and not a Python warning with its source line."""
-    from suites.tools.test_cli_verify import WRONG_RELU
-    from trtcheck import conversion as converters
-
-    path = tmp_path / "wrong.py"
-    path.write_text(WRONG_RELU)
     (tmp_path / "a_file").write_text("")
-    with converters.Snapshot():
-        code = main(["verify", f"{path}:build", "--min-block-size", "1", "--backend", "onnxruntime",
-                     "--report-dir", str(tmp_path / "a_file" / "reports")])
+    code = main(["verify", f"{wrong_relu}:build", "--min-block-size", "1", "--backend", "onnxruntime",
+                 "--report-dir", str(tmp_path / "a_file" / "reports")])
     captured = capsys.readouterr()
     assert code == 1 and "outputs differ from eager" in captured.out
     warning_lines = [line for line in captured.err.splitlines() if "repro" in line]

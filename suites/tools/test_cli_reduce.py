@@ -3,46 +3,13 @@ exit 1 when one is found, 0 when the outputs match; and ``trtcheck verify`` prin
 
 from __future__ import annotations
 
-import textwrap
-
-import pytest
-
-from trtcheck import conversion as converters
 from trtcheck.tools.cli import main
 
 ORT = ["--backend", "onnxruntime"]
 
-WRONG_RELU = textwrap.dedent(
-    '''
-    import torch
-    from torch import nn
-    from trtcheck import conversion as converters
 
-
-    def _relu_as_negation(ctx, node):  # wrong on purpose: the engine computes -x where eager computes relu(x)
-        return ctx.add("Neg", [ctx.name(node.args[0])])
-
-
-    converters.register(torch.ops.aten.relu.default, override=True)(_relu_as_negation)
-
-
-    def build():
-        torch.manual_seed(0)
-        return nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4)).eval(), (torch.randn(2, 8),)
-    '''
-)
-
-
-@pytest.fixture
-def registry():
-    """Converters a target file registers are undone after the test."""
-    with converters.Snapshot():
-        yield
-
-
-def test_reduce_writes_a_repro_of_the_wrong_op_and_exits_1(tmp_path, registry, capsys):
-    path = tmp_path / "wrong.py"
-    path.write_text(WRONG_RELU)
+def test_reduce_writes_a_repro_of_the_wrong_op_and_exits_1(tmp_path, wrong_relu, capsys):
+    path = wrong_relu
     out_dir = tmp_path / "reduced"
     assert main(["reduce", f"{path}:build", "--min-block-size", "1", *ORT, "--out", str(out_dir)]) == 1
     out = capsys.readouterr().out
@@ -50,9 +17,8 @@ def test_reduce_writes_a_repro_of_the_wrong_op_and_exits_1(tmp_path, registry, c
     assert (out_dir / "culprit_1" / "repro.py").is_file() and (out_dir / "culprit_1" / "subgraph.pt").is_file()
 
 
-def test_verify_prints_the_culprit_and_reduce_takes_its_repro_folder(tmp_path, registry, capsys):
-    path = tmp_path / "wrong.py"
-    path.write_text(WRONG_RELU)
+def test_verify_prints_the_culprit_and_reduce_takes_its_repro_folder(tmp_path, wrong_relu, capsys):
+    path = wrong_relu
     report_dir = tmp_path / "report"
     assert main(["verify", f"{path}:build", "--min-block-size", "1", *ORT, "--report-dir", str(report_dir)]) == 1
     out = capsys.readouterr().out

@@ -2,43 +2,11 @@
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
-from trtcheck import conversion as converters
 from trtcheck.tools.cli import main
 
 ORT = ["--backend", "onnxruntime"]
-
-WRONG_RELU = textwrap.dedent(
-    '''
-    import torch
-    from torch import nn
-    from trtcheck import conversion as converters
-
-
-    def _relu_as_negation(ctx, node):  # wrong on purpose: the engine computes -x where eager computes relu(x)
-        return ctx.add("Neg", [ctx.name(node.args[0])])
-
-
-    converters.register(torch.ops.aten.relu.default, override=True)(_relu_as_negation)
-
-
-    def build():
-        torch.manual_seed(0)
-        return nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4)).eval(), (torch.randn(2, 8),)
-    '''
-)
-
-BROKEN_RELU = WRONG_RELU.replace('return ctx.add("Neg", [ctx.name(node.args[0])])', 'raise RuntimeError("broken on purpose")')
-
-
-@pytest.fixture
-def registry():
-    """Converters a target file registers are undone after the test."""
-    with converters.Snapshot():
-        yield
 
 
 def test_a_passing_factory_exits_0_with_the_report(factories, capsys):
@@ -57,9 +25,8 @@ def test_a_zoo_entry_uses_its_own_input_sets(capsys):
     assert "spd_solve: PASSED" in capsys.readouterr().out
 
 
-def test_a_wrong_converter_fails_with_exit_1_and_the_differences(tmp_path, registry, capsys):
-    path = tmp_path / "wrong.py"
-    path.write_text(WRONG_RELU)
+def test_a_wrong_converter_fails_with_exit_1_and_the_differences(tmp_path, wrong_relu, capsys):
+    path = wrong_relu
     report_dir = tmp_path / "report"
     argv = ["verify", f"{path}:build", "--min-block-size", "1", *ORT, "--report-dir", str(report_dir)]
     assert main(argv) == 1
@@ -74,9 +41,8 @@ def test_a_nondeterministic_model_fails_with_exit_1_naming_its_random_ops(factor
     assert "FAILED" in out and "nondeterministic" in out and "native_dropout" in out
 
 
-def test_a_fallback_fails_unless_allowed(tmp_path, registry, capsys):
-    path = tmp_path / "broken.py"
-    path.write_text(BROKEN_RELU)
+def test_a_fallback_fails_unless_allowed(broken_relu, capsys):
+    path = broken_relu
     argv = ["verify", f"{path}:build", "--min-block-size", "1", *ORT]
     assert main(argv) == 1
     assert "[fallback]" in capsys.readouterr().out

@@ -193,36 +193,9 @@ def judge_against_reference(comparison: Comparison, expected: Any, actual: Any, 
     ``comparison`` that failed only on its tolerances: it passes when its largest finite error against the
     reference is at most ``REFERENCE_MULTIPLE`` times eager's own, plus a tenth of its atol. The comparison is
     changed in place (and returned): the verdict, the reference errors, and the message saying which rule held."""
-    if comparison.passed or comparison.structure_error is not None:
+    if comparison.passed:  # the common case pays for no float64 arithmetic
         return comparison
-    references = {_render(path): value for path, value in pytree.tree_flatten_with_path(reference)[0]}
-    expecteds = {_render(path): value for path, value in pytree.tree_flatten_with_path(expected)[0]}
-    actuals = {_render(path): value for path, value in pytree.tree_flatten_with_path(actual)[0]}
-    for output in comparison.failures():
-        exact, eager, compiled = references.get(output.path), expecteds.get(output.path), actuals.get(output.path)
-        if not all(isinstance(v, torch.Tensor) for v in (exact, eager, compiled)) or output.nan_mismatch or output.inf_mismatch:
-            continue
-        if exact.shape != eager.shape or compiled.shape != eager.shape or not eager.is_floating_point():
-            continue
-        exact = exact.detach().to(torch.float64).reshape(-1)
-        output.eager_reference_error = _largest_error(eager.detach().to(exact.device), exact)
-        output.reference_error = _largest_error(compiled.detach().to(exact.device), exact)
-        allowed = REFERENCE_MULTIPLE * output.eager_reference_error + output.atol / 10
-        ratio = f"{output.reference_ratio:.3g}"
-        if output.reference_error <= allowed:
-            output.passed = True
-            output.message = (
-                f"outside the tolerances, but as close to float64 as eager: max error against float64 "
-                f"{output.reference_error:.3g} against eager's {output.eager_reference_error:.3g} (ratio {ratio} <= "
-                f"{REFERENCE_MULTIPLE:g})"
-            )
-        else:
-            output.message += (
-                f"; against float64 the compiled output errs by {output.reference_error:.3g}, {ratio}x eager's own "
-                f"{output.eager_reference_error:.3g} (more than {REFERENCE_MULTIPLE:g}x: a conversion error, not rounding)"
-            )
-    comparison.passed = all(output.passed for output in comparison.outputs)
-    return comparison
+    return _judge(comparison, expected, actual, reference, REFERENCE_MULTIPLE, None, "")
 
 
 REDUCED_PRECISION_MULTIPLE = 4.0
@@ -244,15 +217,28 @@ def judge_reduced_precision(comparison: Comparison, low: Any, actual: Any, refer
     ``REDUCED_PRECISION_FLOOR``, and where it is NaN or infinite, eager at that precision is the same (an overflow
     to inf like eager's in fp16 is that precision's, not the conversion's). Every output gets its ratio (passing ones
     too: the report shows it per output); the comparison is changed in place and returned."""
+    return _judge(comparison, low, actual, reference, REDUCED_PRECISION_MULTIPLE, REDUCED_PRECISION_FLOOR[precision],
+                  precision)
+
+
+def _judge(comparison: Comparison, yardstick: Any, actual: Any, reference: Any, multiple: float,
+           floor: float | None, precision: str) -> Comparison:
+    """The one float64 rule both judges apply: an output passes when its largest finite error against
+    ``reference`` is at most ``multiple`` times ``yardstick``'s (eager in the model's dtype, or eager at
+    ``precision``) plus ``floor`` (None: a tenth of the output's atol), and its NaN/Inf are the yardstick's.
+    ``precision`` set: every output gets its ratio, passing ones too."""
     if comparison.structure_error is not None:
         return comparison
-    floor = REDUCED_PRECISION_FLOOR[precision]
-    references = {_render(path): value for path, value in pytree.tree_flatten_with_path(reference)[0]}
-    lows = {_render(path): value for path, value in pytree.tree_flatten_with_path(low)[0]}
-    actuals = {_render(path): value for path, value in pytree.tree_flatten_with_path(actual)[0]}
+    references, yardsticks, actuals = (
+        {_render(path): value for path, value in pytree.tree_flatten_with_path(tree)[0]}
+        for tree in (reference, yardstick, actual)
+    )
+    eager_name = f"eager in {precision}" if precision else "eager"
     for output in comparison.outputs:
-        exact, eager, compiled = references.get(output.path), lows.get(output.path), actuals.get(output.path)
-        if not all(isinstance(v, torch.Tensor) for v in (exact, eager, compiled)) or not compiled.is_floating_point():
+        if output.passed and not precision:
+            continue
+        exact, eager, compiled = references.get(output.path), yardsticks.get(output.path), actuals.get(output.path)
+        if not all(isinstance(v, torch.Tensor) and v.is_floating_point() for v in (exact, eager, compiled)):
             continue
         if exact.shape != compiled.shape or eager.shape != compiled.shape or compiled.dtype != output.dtype:
             continue
@@ -265,23 +251,25 @@ def judge_reduced_precision(comparison: Comparison, low: Any, actual: Any, refer
         output.eager_precision = precision
         output.eager_reference_error = _largest_error(eager[finite], exact[finite])
         output.reference_error = _largest_error(compiled[finite], exact[finite])
-        allowed = REDUCED_PRECISION_MULTIPLE * output.eager_reference_error + floor
+        slack = output.atol / 10 if floor is None else floor
+        allowed = multiple * output.eager_reference_error + slack
         ratio = f"{output.reference_ratio:.3g}"
         if output.passed:
             continue
         if output.reference_error <= allowed and same_nonfinite:
             output.passed = True
             output.message = (
-                f"outside the tolerances, but as close to float64 as eager in {precision}: max error against float64 "
-                f"{output.reference_error:.3g} against eager {precision}'s {output.eager_reference_error:.3g} (ratio {ratio} <= "
-                f"{REDUCED_PRECISION_MULTIPLE:g}, floor {floor:g})"
+                f"outside the tolerances, but as close to float64 as {eager_name}: max error against float64 "
+                f"{output.reference_error:.3g} against {eager_name}'s {output.eager_reference_error:.3g} (ratio {ratio} "
+                f"<= {multiple:g}, floor {slack:.3g})"
             )
         elif not same_nonfinite:
-            output.message += f"; its NaN/Inf are not those of eager in {precision}"
+            output.message += f"; its NaN/Inf are not those of {eager_name}"
         else:
             output.message += (
-                f"; against float64 the compiled output errs by {output.reference_error:.3g}, {ratio}x eager {precision}'s own "
-                f"{output.eager_reference_error:.3g} (more than {REDUCED_PRECISION_MULTIPLE:g}x + {floor:g}: not {precision} rounding)"
+                f"; against float64 the compiled output errs by {output.reference_error:.3g}, {ratio}x {eager_name}'s own "
+                f"{output.eager_reference_error:.3g} (more than {multiple:g}x + {slack:.3g}: a conversion error, not "
+                f"{(precision + ' ') if precision else ''}rounding)"
             )
     comparison.passed = all(output.passed for output in comparison.outputs)
     return comparison

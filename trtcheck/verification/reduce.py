@@ -47,7 +47,7 @@ from trtcheck.verification.localize import (
     record_eager,
     subgraph_module,
 )
-from trtcheck.verification.repro import _SavedGraphModule, safe_name
+from trtcheck.verification.repro import safe_name, save_graph_module
 
 
 def ddmin(items: Sequence[Any], fails: Callable[[list[Any]], bool], budget: Budget | None = None) -> list[Any]:
@@ -276,8 +276,7 @@ def write_reduced_repro(
         "nodes": [node.name for node in chosen], "ops": [str(node.target) for node in chosen],
     }
     atomic_write(folder / "graph.py", module.print_readable(print_output=False))
-    saved = _SavedGraphModule(module)
-    atomic_write(folder / "subgraph.pt", lambda file: torch.save(saved, file))
+    save_graph_module(module, folder / "subgraph.pt")
     atomic_write(folder / "inputs.pt", lambda file: torch.save(fed, file))
     atomic_write(folder / "settings.json", json.dumps(config, indent=2) + "\n")
     atomic_write(folder / "repro.py", _SCRIPT.format(name=safe_name(folder.name), count=len(chosen)))

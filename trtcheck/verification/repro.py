@@ -96,8 +96,7 @@ def write_repro(
     try:
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write(folder / "graph.py", graph_module.print_readable(print_output=False))
-        saved = _SavedGraphModule(graph_module)
-        atomic_write(folder / "model.pt", lambda file: torch.save(saved, file))
+        save_graph_module(graph_module, folder / "model.pt")
         atomic_write(folder / "inputs.pt", lambda file: torch.save(tuple(inputs), file))
         atomic_write(folder / "settings.json", json.dumps(settings_to_json(_standalone(settings, graph_module)), indent=2) + "\n")
         atomic_write(folder / "failure.txt", failure if failure.endswith("\n") else failure + "\n")
@@ -194,6 +193,14 @@ def _load_callable(record: dict[str, Any]) -> tuple[Any, str]:
     except AttributeError:
         return None, f"{file} has no {qualname}"
     return value, ""
+
+
+def save_graph_module(graph_module: torch.fx.GraphModule, path: pathlib.Path) -> None:
+    """``torch.save`` ``graph_module`` to ``path`` (atomically) as its nodes, code generator and state, not as its
+    class: a GraphModule pickles by its generated code's module, which the loading process does not have, so the
+    file loads with trtcheck alone, without the model's code."""
+    saved = _SavedGraphModule(graph_module)
+    atomic_write(path, lambda file: torch.save(saved, file))
 
 
 def safe_name(name: str) -> str:
