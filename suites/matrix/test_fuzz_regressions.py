@@ -255,3 +255,16 @@ def test_reads_of_a_buffer_and_an_input_around_their_in_place_writes(segmentatio
               Step("lgamma", 1), Step("read_state", 2), Step("add", 0, 3)]
     graph = build_graph(recipe, seed=5)
     _verify(graph, trtcheck.Settings(min_block_size=1, segmentation=segmentation), support=supports_all_but())
+
+
+def test_an_output_viewing_a_written_input_is_a_copy_taken_before_the_write():
+    """Nightly fuzz: ``x0`` transposed twice (a view of ``x0``) returned, then ``x0.copy_(-x0)``: the raw graph's
+    eager output changed under the write, the engine's (a copy) could not, and verify failed (max error 2.9,
+    every element negated). torch.export never returns an alias of an input it mutates, so the random graphs
+    no longer do either: the input's write comes last, as lowering places it, and such an output is a clone."""
+    graph = build_graph([Step("transpose", 1), Step("relu"), Step("relu"), Step("transpose", 32), Step("write_input")])
+    nodes = [n for n in graph.graph_module.graph.nodes if n.op == "call_function"]
+    assert nodes[-1].target == A.copy_.default  # the write is the last op, as lowering places it
+    (outputs,) = [n.args[0] for n in graph.graph_module.graph.nodes if n.op == "output"]
+    assert A.clone.default in [n.target for n in outputs]  # the view of x0 returned as a copy
+    _verify(graph)

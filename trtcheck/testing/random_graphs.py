@@ -65,6 +65,7 @@ class _Builder:
         self.inputs: list[torch.fx.Node] = []
         self._sizes: dict[torch.fx.Node, torch.fx.Node] = {}
         self.state: torch.fx.Node | None = None  # the mutable buffer, once a step reads or writes it
+        self.input_writes: list[tuple[torch.fx.Node, torch.fx.Node]] = []  # (input, new value): ``_write_input``
 
     def call(self, target: Any, *args: Any, **kwargs: Any) -> torch.fx.Node:
         node = self.graph.call_function(target, args, kwargs)
@@ -208,10 +209,28 @@ def _write_state(b: _Builder, x: torch.fx.Node) -> torch.fx.Node:
 
 
 def _write_input(b: _Builder, x: torch.fx.Node) -> torch.fx.Node:
-    """``x0.copy_(-x0)``: an input written in place (a KV cache's update), in its own dtype."""
+    """``x0.copy_(-x0)``: an input written in place (a KV cache's update), in its own dtype. The new value is
+    computed here, the ``copy_`` emitted at the end of the graph (``_emit_input_writes``), where lowering puts
+    an input's mutation: every read before it sees the old value, as in a functionalized graph."""
     first = b.inputs[0]
-    b.call(aten.copy_.default, first, b.call(aten.neg.default, first))
+    b.input_writes.append((first, b.call(aten.neg.default, first)))
     return x
+
+
+def _emit_input_writes(b: _Builder, outputs: list[torch.fx.Node]) -> list[torch.fx.Node]:
+    """The deferred input writes, emitted after every step; an output that is a view of a written input is
+    cloned first. A lowered graph never returns an alias of an input it mutates (functionalization regenerates
+    such a view from the new value); a raw one would make the eager output change under the write while an
+    engine's output, a copy, cannot."""
+    written = {b.values[node].untyped_storage().data_ptr() for node, _ in b.input_writes}
+    outputs = [
+        b.call(aten.clone.default, node)
+        if isinstance(b.values[node], torch.Tensor) and b.values[node].untyped_storage().data_ptr() in written else node
+        for node in outputs
+    ]
+    for node, value in b.input_writes:
+        b.call(aten.copy_.default, node, value)
+    return outputs
 
 
 # ---- dynamic graphs only (``build_dynamic_graph``): ops whose shape arguments are SymInt arithmetic ----------
@@ -418,7 +437,7 @@ def _build(
     if batch is not None and ints and not ints[-1].users:  # int arithmetic nobody read would be dead code to
         tensors.append(b.call(aten.add.Scalar, tensors[-1], ints[-1]))  # export (and a graph of int steps empty)
     leaves = [node for node in tensors if not node.users and node.op != "placeholder"] + extra_outputs
-    b.graph.output(tuple(leaves or [tensors[-1]]))
+    b.graph.output(tuple(_emit_input_writes(b, leaves or [tensors[-1]])))
     return b, tuple(example_inputs)
 
 
