@@ -62,21 +62,21 @@ def _known_op_names() -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def _unknown_op(spec: str, why: str) -> SettingsError:
+def _unknown_op(spec: str, why: str, setting: str = "torch_executed_ops") -> SettingsError:
     normalized = spec.replace("::", ".").split(".")
     guess = f"{normalized[0]}::{'.'.join(normalized[1:])}" if len(normalized) > 1 else f"aten::{spec}"
     close = difflib.get_close_matches(guess, _known_op_names(), n=5, cutoff=0.6)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
-    return SettingsError(f"torch_executed_ops: unknown op {spec!r} ({why}).{hint}")
+    return SettingsError(f"{setting}: unknown op {spec!r} ({why}).{hint}")
 
 
-def resolve_op(spec: OpSpec) -> torch._ops.OpOverload | torch._ops.OpOverloadPacket:
-    """Turn one ``torch_executed_ops`` entry into the overload or packet it names."""
+def resolve_op(spec: OpSpec, setting: str = "torch_executed_ops") -> torch._ops.OpOverload | torch._ops.OpOverloadPacket:
+    """Turn one ``torch_executed_ops`` entry (or another ``setting``'s op name) into the overload or packet it names."""
     if isinstance(spec, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return spec
     if not isinstance(spec, str):
         raise SettingsError(
-            f"torch_executed_ops entries must be op names or torch.ops objects, got {spec!r} ({type(spec).__name__})"
+            f"{setting} entries must be op names or torch.ops objects, got {spec!r} ({type(spec).__name__})"
         )
     if "::" in spec:
         namespace, _, rest = spec.partition("::")
@@ -84,21 +84,21 @@ def resolve_op(spec: OpSpec) -> torch._ops.OpOverload | torch._ops.OpOverloadPac
     else:
         parts = spec.split(".")
     if len(parts) == 1:
-        raise _unknown_op(spec, "write it with its namespace, e.g. 'aten::add'")
+        raise _unknown_op(spec, "write it with its namespace, e.g. 'aten::add'", setting)
     if len(parts) > 3 or not all(parts):
-        raise _unknown_op(spec, "expected 'ns::op', 'ns.op' or 'ns.op.overload'")
+        raise _unknown_op(spec, "expected 'ns::op', 'ns.op' or 'ns.op.overload'", setting)
     namespace, op_name, *overload = parts
     try:
         packet = getattr(getattr(torch.ops, namespace), op_name)
     except (AttributeError, RuntimeError):
-        raise _unknown_op(spec, f"no op {op_name!r} in namespace {namespace!r}") from None
+        raise _unknown_op(spec, f"no op {op_name!r} in namespace {namespace!r}", setting) from None
     if not overload:
         return packet
     try:
         return getattr(packet, overload[0])
     except (AttributeError, RuntimeError):
         raise SettingsError(
-            f"torch_executed_ops: {packet} has no overload {overload[0]!r}; its overloads are "
+            f"{setting}: {packet} has no overload {overload[0]!r}; its overloads are "
             f"{', '.join(packet.overloads())}"
         ) from None
 
@@ -111,6 +111,52 @@ def resolve_ops(specs: Iterable[OpSpec]) -> OpMatcher:
         (packets if isinstance(op, torch._ops.OpOverloadPacket) else overloads).add(op)
         written.append((spec if isinstance(spec, str) else str(spec), op))
     return OpMatcher(frozenset(packets), frozenset(overloads), tuple(written))
+
+
+@dataclass(frozen=True)
+class Fp32Nodes:
+    """Resolved ``Settings.fp32_nodes``: node names of the lowered graph, and ops (an entry with ``::`` or ``.``)
+    written as the strings ``str(op)`` gives (``"aten.add"`` for a packet, ``"aten.add.Tensor"`` for an overload),
+    so that an engine can match the ATen target its ONNX nodes record (``conversion.node_origin``) without torch."""
+
+    names: frozenset[str] = frozenset()
+    ops: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.names or self.ops)
+
+    def __call__(self, node_name: str, target: str) -> bool:
+        """Whether the node ``node_name`` calling ``target`` (``"aten.add.Tensor"``) stays in float32."""
+        return node_name in self.names or target in self.ops or target.rsplit(".", 1)[0] in self.ops
+
+    def unmatched(self, graphs: Iterable[torch.fx.Graph]) -> list[str]:
+        """The entries that match no node of ``graphs``: names no node has, ops no node calls."""
+        seen_names: set[str] = set()
+        seen_ops: set[str] = set()
+        for graph in graphs:
+            for node in graph.nodes:
+                if node.op == "call_function":
+                    seen_names.add(node.name)
+                    if isinstance(node.target, torch._ops.OpOverload):
+                        seen_ops.update((str(node.target), str(node.target.overloadpacket)))
+        return sorted(self.names - seen_names) + sorted(self.ops - seen_ops)
+
+
+def is_op_name(spec: str) -> bool:
+    """An ``fp32_nodes`` entry naming an op (``aten::add``, ``aten.add.Tensor``), not a node (``add_1``)."""
+    return "::" in spec or "." in spec
+
+
+def resolve_fp32_nodes(specs: Iterable[str]) -> Fp32Nodes:
+    """``Settings.fp32_nodes`` resolved: op names checked against PyTorch's registry (a typo suggests the nearest
+    real names), node names kept as they are (checked against the lowered graph by the partitioner)."""
+    names, ops = set(), set()
+    for spec in specs:
+        if is_op_name(spec):
+            ops.add(str(resolve_op(spec, "fp32_nodes")))
+        else:
+            names.add(spec)
+    return Fp32Nodes(frozenset(names), frozenset(ops))
 
 
 class ModuleMatcher:
@@ -294,4 +340,5 @@ def checked_settings(settings: Settings | None) -> Settings:
     call first, so a bad value or an unknown op fails before anything is lowered."""
     settings = Settings.coerce(settings)
     resolve_ops(settings.torch_executed_ops)
+    resolve_fp32_nodes(settings.fp32_nodes)
     return settings

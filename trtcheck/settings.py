@@ -40,6 +40,12 @@ class Settings:
             kernels of that precision for float32 layers, so results round like that dtype; ONNX Runtime runs
             the segment rewritten to round every float tensor between nodes to it: ``trtcheck.engines.precision``).
             ``verify`` then judges outputs against eager's own error at that precision.
+        fp32_nodes: under ``precision="fp16"``/``"bf16"``, the nodes kept in float32 (the layers whose range or
+            accumulation the reduced precision breaks: a LayerNorm's variance, a masked softmax), by the lowered
+            graph's node name (``"native_layer_norm"``, as ``Partition.explain`` lists them) or by op name
+            (``"aten::native_layer_norm"``: every node calling it). TensorRT gets a per-layer precision constraint
+            (``BuilderFlag.OBEY_PRECISION_CONSTRAINTS``); ONNX Runtime's emulation leaves their outputs unrounded.
+            ``trtcheck precision MODEL --precision fp16`` searches for such a set.
         workspace_size: the TensorRT builder's workspace limit in bytes (default 1 GiB); 0 leaves
             TensorRT's own default (the device's memory).
         engine_cache: reuse TensorRT engines built earlier for the same ONNX, TensorRT version, device
@@ -54,6 +60,7 @@ class Settings:
     segmentation: Literal["naive", "dependency_aware", "optimal"] = "dependency_aware"
     require_full_compilation: bool = False
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"
+    fp32_nodes: Sequence[str] = field(default_factory=list)
     workspace_size: int = 1 << 30
     engine_cache: bool = True
     engine_cache_dir: str | os.PathLike | None = None
@@ -105,7 +112,8 @@ class Settings:
                 f"({type(self.require_full_compilation).__name__})"
             )
         _validate_engine_settings(self)
-        for name, what in (("torch_executed_ops", "op names"), ("torch_executed_modules", "module names")):
+        for name, what in (("torch_executed_ops", "op names"), ("torch_executed_modules", "module names"),
+                           ("fp32_nodes", "node or op names")):
             value = getattr(self, name)
             if isinstance(value, (str, bytes)):
                 raise SettingsError(f"{name} must be a list of {what}, got the single string {value!r}: "
@@ -115,6 +123,17 @@ class Settings:
                     f"{name} must be a list of {what}, got {value!r} ({type(value).__name__}): "
                     f"write [] for none, or e.g. [{_EXAMPLES[name]!r}]"
                 )
+        for spec in self.fp32_nodes:
+            if not isinstance(spec, str) or not spec:
+                raise SettingsError(
+                    "fp32_nodes entries must be node names of the lowered graph (like 'native_layer_norm') or op "
+                    f"names (like 'aten::native_layer_norm'), got {_describe_entry(spec)}"
+                )
+        if self.fp32_nodes and self.precision == "fp32":
+            raise SettingsError(
+                f"fp32_nodes={list(self.fp32_nodes)!r} keeps nodes in float32 under a reduced precision, but precision "
+                "is 'fp32' (every node is float32 already): set precision='fp16' or 'bf16', or drop fp32_nodes"
+            )
         for spec in self.torch_executed_modules:
             if not isinstance(spec, str):
                 raise SettingsError(
@@ -153,7 +172,7 @@ def _validate_engine_settings(settings: Settings) -> None:
         )
 
 
-_EXAMPLES = {"torch_executed_ops": "aten::relu", "torch_executed_modules": "layer1.0"}
+_EXAMPLES = {"torch_executed_ops": "aten::relu", "torch_executed_modules": "layer1.0", "fp32_nodes": "native_layer_norm"}
 _SETTINGS_FIELDS = tuple(f.name for f in fields(Settings))
 
 

@@ -92,7 +92,34 @@ class NetworkDefinitionCreationFlag(enum.IntEnum):
 class BuilderFlag(enum.Enum):
     FP16 = 0
     TF32 = 6
+    OBEY_PRECISION_CONSTRAINTS = 11
     BF16 = 17
+
+
+class Tensor:
+    def __init__(self, name: str, dtype: DataType) -> None:
+        self.name, self.dtype = name, dtype
+
+
+class Layer:
+    """One ``ILayer`` per ONNX node, named after it, its outputs float32 (what a parsed fp32 model has):
+    ``precision`` and ``set_output_type`` record what trtcheck constrained."""
+
+    def __init__(self, name: str, outputs: list[str]) -> None:
+        self.name = name
+        self.precision: DataType | None = None
+        self.output_types: dict[int, DataType] = {}
+        self._outputs = [Tensor(output, DataType.FLOAT) for output in outputs]
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self._outputs)
+
+    def get_output(self, index: int) -> Tensor:
+        return self._outputs[index]
+
+    def set_output_type(self, index: int, dtype: DataType) -> None:
+        self.output_types[index] = dtype
 
 
 class MemoryPoolType(enum.Enum):
@@ -144,6 +171,14 @@ class Network:
     def __init__(self, flags: int) -> None:
         self.flags = flags
         self.model: onnx.ModelProto | None = None
+        self.layers: list[Layer] = []
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def get_layer(self, index: int) -> Layer:
+        return self.layers[index]
 
     @property
     def strongly_typed(self) -> bool:
@@ -207,6 +242,7 @@ def make_module(version: str = "10.99.0") -> types.ModuleType:
             if refused:
                 return False
             self.network.model = proto
+            self.network.layers = [Layer(node.name, list(node.output)) for node in proto.graph.node]
             return True
 
         def supports_model_v2(self, model: bytes, path: str | None = None) -> bool:
@@ -374,6 +410,7 @@ def make_module(version: str = "10.99.0") -> types.ModuleType:
             return True
 
     module.DataType = DataType
+    module.float32, module.float16, module.bfloat16 = DataType.FLOAT, DataType.HALF, DataType.BF16
     module.TensorIOMode = TensorIOMode
     module.NetworkDefinitionCreationFlag = NetworkDefinitionCreationFlag
     module.BuilderFlag = BuilderFlag

@@ -177,7 +177,7 @@ def test_workspace_zero_leaves_tensorrts_default(trt, sub_model):
 
 
 def test_defaults_are_fp32_and_one_gib():
-    assert BuilderOptions.from_settings(None) == BuilderOptions.from_settings(trtcheck.Settings()) == BuilderOptions("fp32", 1 << 30)
+    assert BuilderOptions.from_settings(None) == BuilderOptions.from_settings(trtcheck.Settings()) == BuilderOptions("fp32", 1 << 30, ())
 
 
 @pytest.mark.parametrize(
@@ -448,3 +448,19 @@ def test_compile_passes_the_precision_setting_to_the_builder(trt):
     trtcheck.compile(ReluErfNeg(), (torch.randn(4, 5),), trtcheck.Settings(min_block_size=1, precision="fp16"), backend="tensorrt")
     assert len(trt.state.configs) == 2
     assert all({f.name for f in config.flags} == {"FP16", "TF32"} for config in trt.state.configs)
+
+
+@pytest.mark.parametrize("keep", [["erf"], ["aten::erf"], ["aten.erf.default"]])
+def test_fp32_nodes_constrain_their_layers_to_float32_and_the_builder_obeys(trt, keep):
+    """MOCK (fake_tensorrt: no TensorRT here): the layers parsed from the kept node's ONNX nodes get float32
+    precision and output types, the builder config OBEY_PRECISION_CONSTRAINTS; the other layers are untouched.
+    Whether real TensorRT names its layers after the ONNX nodes is for test_tensorrt_gpu.py on a GPU."""
+    settings = trtcheck.Settings(min_block_size=1, precision="fp16", fp32_nodes=keep)
+    compiled = trtcheck.compile(ReluErfNeg(), (torch.randn(4, 5),), settings, backend="tensorrt")
+    layers = [layer for network in trt.state.networks for layer in network.layers]  # both segments'
+    kept = {layer.name for layer in layers if layer.precision == trt.float32}
+    assert kept and all(name.startswith("erf/") for name in kept), [layer.name for layer in layers]
+    assert all(layer.output_types == {0: trt.float32} for layer in layers if layer.name in kept)
+    assert all(layer.precision is None and not layer.output_types for layer in layers if layer.name not in kept)
+    assert trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS in trt.state.configs[-1].flags
+    assert compiled.partition.settings.fp32_nodes == keep

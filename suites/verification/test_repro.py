@@ -73,6 +73,7 @@ def test_repro_folder_has_every_file_and_the_failure(tmp_path, case):
         "segmentation": "dependency_aware",
         "require_full_compilation": False,
         "precision": "fp32",
+        "fp32_nodes": [],
         "workspace_size": 1 << 30,
         "engine_cache": True,
         "engine_cache_dir": None,

@@ -23,6 +23,7 @@ import torch
 from trtcheck.engines.base import Engine, check_model_signature, onnx_elem_type, register_backend
 from trtcheck.engines.precision import emulate, needs_emulation
 from trtcheck.errors import EngineBuildError
+from trtcheck.names import resolve_fp32_nodes
 from trtcheck.shapes import TensorSpec
 
 __all__ = ["OnnxRuntimeEngine", "SPIN_POLICIES", "explain_node_names", "node_origins", "session_options"]
@@ -317,7 +318,8 @@ class OnnxRuntimeEngine(Engine):
         """
         precision = getattr(settings, "precision", None) or "fp32"
         if needs_emulation(model, precision):
-            model, weights = emulate(model, precision, weights)
+            keep = resolve_fp32_nodes(getattr(settings, "fp32_nodes", None) or ())
+            model, weights = emulate(model, precision, weights, keep_fp32=keep or None)
         spin = "stop_after_run" if engines_in_model <= 1 else "never"
         return cls(model, inputs, outputs, options=session_options(spin=spin), weights=weights)
 

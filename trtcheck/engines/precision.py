@@ -19,6 +19,11 @@ model so that it runs in float32 and rounds where TensorRT (and eager in that dt
   (none falls back for want of a bf16 kernel); attributes that carry a low-precision dtype are retargeted to
   float32: ``Cast``'s ``to``, any ``dtype`` attribute (``EyeLike``, ``RandomNormal``, ...) and a tensor
   attribute's data (``ConstantOfShape``'s and ``Constant``'s ``value``, exactly representable in float32);
+- **nodes kept in float32** (``Settings.fp32_nodes``, matched by the fx node and ATen op each ONNX node records:
+  ``onnx_origin``): their float32 outputs are not rounded, and they read the graph's float32 inputs and
+  initializers unrounded, as a TensorRT layer constrained to float32 reads a float32 network input; a value
+  another node produced reaches them as that node left it (rounded), as TensorRT's reformat would. A weight
+  held by reference is rounded for every reader (its one tensor); natively float16/bfloat16 values stay rounded;
 - **the interface keeps its dtypes**: graph inputs and outputs keep their names and element types, so the
   engine binds the same tensors; a float32 output under ``precision="fp16"`` is float32 holding fp16 values.
 
@@ -36,7 +41,8 @@ low-precision model holding one is refused (``EngineBuildError``: the segment fa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 
 import onnx
 import torch
@@ -44,7 +50,22 @@ from onnx import TensorProto, helper, numpy_helper
 
 from trtcheck.errors import EngineBuildError
 
-__all__ = ["LOW_TYPES", "PRECISION_TYPES", "emulate", "needs_emulation"]
+__all__ = ["LOW_TYPES", "PRECISION_TYPES", "KeepFp32", "emulate", "needs_emulation", "onnx_origin"]
+
+KeepFp32 = Callable[[str, str], bool]
+"""Whether a node stays in float32, asked with its fx node name and ATen target (``names.Fp32Nodes``)."""
+
+_ORIGIN = re.compile(r"^%(?P<name>\S+) \((?P<target>[^)]*)\)")
+
+
+def onnx_origin(node: onnx.NodeProto) -> tuple[str, str]:
+    """The fx node an ONNX node was converted from and its ATen target (``"native_layer_norm"``,
+    ``"aten.native_layer_norm.default"``), from the ``doc_string`` every converted node carries
+    (``conversion.node_origin``); a node without one: the part of its name before ``/``, and no target."""
+    found = _ORIGIN.match(node.doc_string or "")
+    if found:
+        return found["name"], found["target"]
+    return node.name.split("/", 1)[0], ""
 
 PRECISION_TYPES: dict[str, int | None] = {"fp32": None, "fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}
 """``Settings.precision`` -> the ONNX element type float32 values are rounded to (None: not rounded)."""
@@ -75,11 +96,13 @@ def _low_attribute(attribute: onnx.AttributeProto) -> bool:
 
 
 def emulate(
-    model: onnx.ModelProto, precision: str, weights: Mapping[str, torch.Tensor] | None = None
+    model: onnx.ModelProto, precision: str, weights: Mapping[str, torch.Tensor] | None = None,
+    keep_fp32: KeepFp32 | None = None,
 ) -> tuple[onnx.ModelProto, dict[str, torch.Tensor] | None]:
     """``model`` rewritten to compute in float32 and round every float tensor between nodes like ``precision``
-    (see the module's doc), and the ``weights`` it needs (those of placeholders rounded or widened to float32,
-    the others as given). ``model`` and ``weights`` are not changed. Node and value names are deterministic."""
+    (see the module's doc), except the outputs of the nodes ``keep_fp32`` keeps, and the ``weights`` it needs
+    (those of placeholders rounded or widened to float32, the others as given). ``model`` and ``weights`` are not
+    changed. Node and value names are deterministic."""
     if precision not in PRECISION_TYPES:
         raise ValueError(f"precision must be one of {', '.join(PRECISION_TYPES)}, got {precision!r}")
     low = PRECISION_TYPES[precision]
@@ -102,6 +125,7 @@ def emulate(
 
     new_weights = dict(weights) if weights is not None else None
     reads: dict[str, str] = {}  # value -> the float32 value its consumers read instead
+    unrounded: set[str] = set()  # float32 graph inputs and initializers: a kept node reads them as they are
     head: list[onnx.NodeProto] = []  # Cast nodes of graph inputs and initializers, first in the graph
     for initializer in graph.initializer:
         target = rounding(initializer.name)
@@ -114,22 +138,27 @@ def emulate(
             initializer.data_type = _FLOAT
         else:
             head += _round_and_widen(initializer.name, target, types[initializer.name], names, reads)
+            if types[initializer.name] == _FLOAT:
+                unrounded.add(initializer.name)
     for value in graph.input:
         target = rounding(value.name)
         if target is not None and value.name not in reads:
             head += _round_and_widen(value.name, target, types[value.name], names, reads)
+            if types[value.name] == _FLOAT:
+                unrounded.add(value.name)
 
     body: list[onnx.NodeProto] = []
     for node in graph.node:
+        kept = keep_fp32 is not None and low is not None and keep_fp32(*onnx_origin(node))
         for index, name in enumerate(node.input):
-            if name in reads:
+            if name in reads and not (kept and name in unrounded):
                 node.input[index] = reads[name]
         for attribute in node.attribute:
             _widen_attribute(attribute)
         after: list[onnx.NodeProto] = []
         for index, name in enumerate(node.output):
             target = rounding(name) if name else None
-            if target is None:
+            if target is None or (kept and types[name] == _FLOAT):
                 continue
             raw = names.value(f"{name}__fp32")
             node.output[index] = raw

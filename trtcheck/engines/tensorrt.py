@@ -50,7 +50,9 @@ import torch
 from trtcheck import dtypes
 from trtcheck.engines.base import Engine, check_model_signature, import_tensorrt, register_backend, tensorrt_import_error
 from trtcheck.engines.cache import CacheKey, EngineCache
+from trtcheck.engines.precision import onnx_origin
 from trtcheck.errors import EngineBuildError, ParserRefusedError
+from trtcheck.names import resolve_fp32_nodes
 from trtcheck.shapes import ShapeRange, TensorSpec
 
 __all__ = [
@@ -133,6 +135,7 @@ class BuilderOptions:
 
     precision: str = "fp32"
     workspace_size: int = DEFAULT_WORKSPACE_BYTES
+    fp32_nodes: tuple[str, ...] = ()  # ``Settings.fp32_nodes``: layers constrained to float32 (``constrain_layers``)
 
     @classmethod
     def from_settings(cls, settings: Any | None) -> BuilderOptions:
@@ -141,6 +144,7 @@ class BuilderOptions:
         return cls(
             precision=getattr(settings, "precision", "fp32"),
             workspace_size=getattr(settings, "workspace_size", DEFAULT_WORKSPACE_BYTES),
+            fp32_nodes=tuple(sorted(getattr(settings, "fp32_nodes", None) or ())),
         )
 
     @property
@@ -154,6 +158,7 @@ class BuilderOptions:
             "precision": self.precision,
             "workspace_size": self.workspace_size,
             "strongly_typed": self.strongly_typed,
+            "fp32_nodes": list(self.fp32_nodes),
             "profile": {name: [list(r.min), list(r.opt), list(r.max)] for name, r in ranges.items()},
         }
 
@@ -167,6 +172,27 @@ class BuilderOptions:
                 "precision='fp32' needs to keep the model's dtypes; install TensorRT 10 or newer"
             )
         return 1 << int(strongly_typed)
+
+    def constrain_layers(self, trt: Any, network: Any, model: onnx.ModelProto) -> list[str]:
+        """Every layer the parser made from an ONNX node of a kept fx node (``fp32_nodes``, matched as ONNX
+        Runtime's emulation matches: ``precision.onnx_origin``) constrained to float32: its precision and its
+        outputs' types; ``builder_config`` makes the builder obey. Returns the constrained layers' names. The
+        parser names a layer after its ONNX node, with a suffix when one node makes several layers."""
+        if not self.fp32_nodes or self.precision == "fp32":
+            return []
+        keep = resolve_fp32_nodes(self.fp32_nodes)
+        kept = {origin[0] for origin in map(onnx_origin, model.graph.node) if keep(*origin)}  # fx node names
+        floats = {trt.float32, trt.float16, getattr(trt, "bfloat16", trt.float32)}
+        constrained = []
+        for index in range(network.num_layers):
+            layer = network.get_layer(index)
+            if layer.name.split("/", 1)[0] in kept:
+                layer.precision = trt.float32
+                for output in range(layer.num_outputs):
+                    if layer.get_output(output).dtype in floats:
+                        layer.set_output_type(output, trt.float32)
+                constrained.append(layer.name)
+        return constrained
 
     def builder_config(self, trt: Any, builder: Any, ranges: Mapping[str, ShapeRange]) -> Any:
         """``builder.create_builder_config()`` with the workspace limit, precision flag and one profile."""
@@ -186,6 +212,14 @@ class BuilderOptions:
                     f"use precision='fp32' or a newer TensorRT"
                 )
             config.set_flag(flag)
+        if self.fp32_nodes and self.precision != "fp32":
+            obey = getattr(trt.BuilderFlag, "OBEY_PRECISION_CONSTRAINTS", None)
+            if obey is None:
+                raise EngineBuildError(
+                    f"tensorrt: TensorRT {getattr(trt, '__version__', '?')} has no BuilderFlag.OBEY_PRECISION_CONSTRAINTS, "
+                    "which fp32_nodes needs; drop fp32_nodes or use TensorRT 8.4 or newer"
+                )
+            config.set_flag(obey)
         if ranges:
             index = config.add_optimization_profile(optimization_profile(builder, ranges))
             if index is not None and index < 0:
@@ -392,6 +426,7 @@ class TensorRTEngine(Engine):
             errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
             unsupported = _unsupported_nodes(trt, builder, self.options, self._logger, model, onnx_bytes)
             raise _refusal(errors, unsupported)
+        self.constrained_layers = self.options.constrain_layers(trt, network, model)
         config = self.options.builder_config(trt, builder, self.ranges)
         serialized = builder.build_serialized_network(network, config)
         if serialized is None:

@@ -15,10 +15,10 @@ from typing import Any
 import torch
 import torch.fx
 
-from trtcheck.errors import GraphMustChange, PartitionError, UnmatchedOpError
+from trtcheck.errors import GraphMustChange, PartitionError, SettingsError, UnmatchedOpError
 from trtcheck.lowering.export import lower
 from trtcheck.lowering.graph import copy_graph_module
-from trtcheck.names import ModuleMatcher, checked_settings, resolve_modules, resolve_ops
+from trtcheck.names import ModuleMatcher, checked_settings, resolve_fp32_nodes, resolve_modules, resolve_ops
 from trtcheck.partitioning.boundaries import apply_min_block_size, enforce_tensor_boundaries
 from trtcheck.partitioning.control_flow import isolate_control_flow, partition_branches
 from trtcheck.partitioning.decisions import Support, follow_producers, initial_targets, judge_with
@@ -83,6 +83,7 @@ def partition_graph(
     with _gc_paused():
         result = _partition_graph(gm, settings, support, forced_modules, may_change_graph)
     _check_forced_ops_matched(result)
+    _check_fp32_nodes_matched(result)
     return result
 
 
@@ -100,6 +101,20 @@ def _check_forced_ops_matched(result: Partition) -> None:
         raise UnmatchedOpError(
             f"torch_executed_ops: {', '.join(map(repr, unmatched))} matches no node of the lowered graph: the model "
             f"does not call it, so it would force nothing. Remove it, or name one of the graph's ops: {shown}"
+        )
+
+
+def _check_fp32_nodes_matched(result: Partition) -> None:
+    """An ``fp32_nodes`` entry that names no node of the lowered graph (a node name from another model, or from
+    before a change of lowering) keeps nothing in float32: a ``SettingsError`` naming it and the graph's nodes."""
+    graphs = [part.graph_module.graph for _, part in result.walk()]
+    unmatched = resolve_fp32_nodes(result.settings.fp32_nodes).unmatched(graphs)
+    if unmatched:
+        names = [node.name for graph in graphs for node in graph.nodes if node.op == "call_function"]
+        shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+        raise SettingsError(
+            f"fp32_nodes: {', '.join(map(repr, unmatched))} matches no node of the lowered graph, so it would keep "
+            f"nothing in float32. Name a node of the graph (Partition.explain lists them: {shown}) or an op it calls"
         )
 
 

@@ -6,6 +6,7 @@
     trtcheck verify exported.pt2                     # a torch.export.save file, lowered as exported
     trtcheck reduce mine.py:build --out reduced/     # every wrong op, reduced to a repro of a few nodes
     trtcheck reduce repro_dir/                       # the same, from the repro folder a failing verify wrote
+    trtcheck precision mine.py:build --precision fp16  # the nodes to keep in float32 for it to verify in fp16
     trtcheck compare resnet18 --min-block-size 3      # every partitioner on the same graph and support
     trtcheck compare --zoo --random 500              # the zoo under the default presets, 500 random graphs
     trtcheck report monday.json tuesday.json --out report/ --fail-on-regression
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
 import threading
@@ -55,6 +57,8 @@ def _settings(args: argparse.Namespace) -> Settings:
     }
     if args.precision is not None:
         values["precision"] = args.precision
+    if args.fp32_nodes:
+        values["fp32_nodes"] = args.fp32_nodes
     return checked_settings(Settings(**values))  # validated: bad values fail before the model is built
 
 
@@ -138,6 +142,27 @@ def _reduce(args: argparse.Namespace) -> int:
         )
     print(reduction)
     return 1 if reduction.culprits else 0
+
+
+def _precision(args: argparse.Namespace) -> int:
+    """The nodes to keep in float32 so that the model verifies at ``--precision``: exit 0 when a set is found (or
+    none is needed), 1 when even every engine node in float32 fails."""
+    from trtcheck.verification.fp32_search import search_fp32_nodes  # deferred: it imports torch
+
+    if args.precision in (None, "fp32"):
+        raise TrtcheckError("trtcheck precision needs --precision fp16 or --precision bf16 (fp32 keeps every node in float32)")
+    if args.fp32_nodes:
+        raise TrtcheckError("trtcheck precision searches for fp32_nodes itself: drop --fp32-nodes")
+    settings = dataclasses.replace(_settings(argparse.Namespace(**{**vars(args), "precision": None})), precision=args.precision)
+    loaded = _load(args.model)
+    with _still_working(f"searching the float32 nodes of {loaded.name}"):
+        found = search_fp32_nodes(
+            loaded.eager_model(), loaded.example_inputs, args.precision, settings, backend=args.backend,
+            example_kwargs=loaded.example_kwargs, inputs=loaded.input_sets, num_inputs=args.num_inputs, seed=args.seed,
+            budget=args.budget, name=loaded.name,
+        )
+    print(found)
+    return 0 if found.fp32_nodes is not None else 1
 
 
 PROGRESS_EVERY_S = 10.0  # how often a long verify says it is still working
@@ -242,6 +267,8 @@ def _settings_parser() -> argparse.ArgumentParser:
     group.add_argument("--segmentation", choices=SEGMENTATIONS, default=Settings.segmentation)
     group.add_argument("--require-full-compilation", action="store_true")
     group.add_argument("--precision", choices=PRECISIONS, default=None, help="engine precision (ONNX Runtime emulates it; default fp32)")
+    group.add_argument("--fp32-nodes", type=_names, action="extend", default=[], metavar="NODE[,NODE...]",
+                       help="with --precision fp16/bf16: nodes (or ops, aten::name) kept in float32")
     return parser
 
 
@@ -280,6 +307,17 @@ def build_parser() -> argparse.ArgumentParser:
     red.add_argument("--num-inputs", type=int, default=3, metavar="N", help="input sets tried: the example, then N-1 random ones")
     red.add_argument("--seed", type=int, default=0, help="seed of the random input sets")
     red.set_defaults(run=_reduce)
+
+    pre = commands.add_parser(
+        "precision", parents=[settings],
+        help="search the nodes to keep in float32 for a model to verify in fp16/bf16 (exit 1 when no set does)",
+    )
+    pre.add_argument("model", metavar="MODEL", help=MODEL_HELP)
+    pre.add_argument("--backend", default="auto", help="onnxruntime, tensorrt, or auto (TensorRT when present)")
+    pre.add_argument("--budget", type=float, default=300.0, metavar="SECONDS", help="stop shrinking the set after this long")
+    pre.add_argument("--num-inputs", type=int, default=3, metavar="N", help="input sets: the example, then N-1 random ones")
+    pre.add_argument("--seed", type=int, default=0, help="seed of the random input sets")
+    pre.set_defaults(run=_precision)
 
     cmp = commands.add_parser(
         "compare", parents=[settings], help="partition one graph with every partitioner at hand: segments, engines, bytes, time"

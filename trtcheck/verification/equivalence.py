@@ -214,9 +214,10 @@ def judge_reduced_precision(comparison: Comparison, low: Any, actual: Any, refer
     ``Settings.precision`` = ``precision``) against ``reference`` (eager in float64) and ``low`` (eager run in
     ``precision``: ``reference.reduced_precision_outputs``): an output passes when its largest finite error against
     float64 is at most ``REDUCED_PRECISION_MULTIPLE`` times eager's at that precision plus
-    ``REDUCED_PRECISION_FLOOR``, and where it is NaN or infinite, eager at that precision is the same (an overflow
-    to inf like eager's in fp16 is that precision's, not the conversion's). Every output gets its ratio (passing ones
-    too: the report shows it per output); the comparison is changed in place and returned."""
+    ``REDUCED_PRECISION_FLOOR``, and it is NaN or infinite only where float64 is: an overflow to inf fails even when
+    eager in fp16 overflows too (the model then needs ``Settings.fp32_nodes``; the message says so). Every output
+    gets its ratio (passing ones too: the report shows it per output); the comparison is changed in place and
+    returned."""
     return _judge(comparison, low, actual, reference, REDUCED_PRECISION_MULTIPLE, REDUCED_PRECISION_FLOOR[precision],
                   precision)
 
@@ -225,7 +226,8 @@ def _judge(comparison: Comparison, yardstick: Any, actual: Any, reference: Any, 
            floor: float | None, precision: str) -> Comparison:
     """The one float64 rule both judges apply: an output passes when its largest finite error against
     ``reference`` is at most ``multiple`` times ``yardstick``'s (eager in the model's dtype, or eager at
-    ``precision``) plus ``floor`` (None: a tenth of the output's atol), and its NaN/Inf are the yardstick's.
+    ``precision``) plus ``floor`` (None: a tenth of the output's atol), and its NaN/Inf are the yardstick's
+    (at a reduced ``precision``: float64's).
     ``precision`` set: every output gets its ratio, passing ones too."""
     if comparison.structure_error is not None:
         return comparison
@@ -246,8 +248,10 @@ def _judge(comparison: Comparison, yardstick: Any, actual: Any, reference: Any, 
         eager = eager.detach().to(exact.device, torch.float64).reshape(-1)
         compiled = compiled.detach().to(exact.device, torch.float64).reshape(-1)
         finite = eager.isfinite() & compiled.isfinite()
-        same_nonfinite = bool(torch.equal(eager[~finite].nan_to_num(0.0), compiled[~finite].nan_to_num(0.0)))
-        same_nonfinite = same_nonfinite and bool((eager.isnan() == compiled.isnan()).all())
+        # Reduced precision: an inf or NaN must be float64's own (an overflow eager in fp16 shares is still the
+        # model's range problem, which fp32_nodes fixes); float32: eager's (the model's own overflow).
+        nonfinite_reference = exact if precision else eager
+        same_nonfinite = _same_nonfinite(nonfinite_reference, compiled)
         output.eager_precision = precision
         output.eager_reference_error = _largest_error(eager[finite], exact[finite])
         output.reference_error = _largest_error(compiled[finite], exact[finite])
@@ -263,6 +267,14 @@ def _judge(comparison: Comparison, yardstick: Any, actual: Any, reference: Any, 
                 f"{output.reference_error:.3g} against {eager_name}'s {output.eager_reference_error:.3g} (ratio {ratio} "
                 f"<= {multiple:g}, floor {slack:.3g})"
             )
+        elif not same_nonfinite and precision:
+            overflowed = compiled.isfinite().logical_not() & exact.isfinite()
+            shared = int((overflowed & eager.isfinite().logical_not()).sum())
+            output.message += (
+                f"; {int(overflowed.sum())} element(s) are inf or NaN where float64 is finite ({shared} of them in "
+                f"{eager_name} too): {precision}'s range overflows, not only the conversion; keep the nodes that "
+                f"leave it in float32 (Settings.fp32_nodes; `trtcheck precision` searches for them)"
+            )
         elif not same_nonfinite:
             output.message += f"; its NaN/Inf are not those of {eager_name}"
         else:
@@ -273,6 +285,14 @@ def _judge(comparison: Comparison, yardstick: Any, actual: Any, reference: Any, 
             )
     comparison.passed = all(output.passed for output in comparison.outputs)
     return comparison
+
+
+def _same_nonfinite(reference: torch.Tensor, value: torch.Tensor) -> bool:
+    """``value`` is inf or NaN exactly where ``reference`` is, with the same infinities (float64, flat)."""
+    finite = reference.isfinite() & value.isfinite()
+    if not bool(torch.equal(reference[~finite].nan_to_num(0.0), value[~finite].nan_to_num(0.0))):
+        return False
+    return bool((reference.isnan() == value.isnan()).all())
 
 
 def _largest_error(value: torch.Tensor, exact: torch.Tensor) -> float:

@@ -44,7 +44,8 @@ from trtcheck.verification.determinism import (
 from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_against_reference, judge_reduced_precision
 from trtcheck.verification.inputs import InputSet, cloned, draw_input_sets, run_eager, sized_input_sets
 from trtcheck.verification.invariants import Violation, check_invariants
-from trtcheck.verification.localize import Localization, localize
+from trtcheck.verification.localize import Localization, localize, record_eager
+from trtcheck.verification.ranges import RangeFinding, describe_findings, range_findings
 from trtcheck.verification.reference import float64_outputs, reduced_precision_outputs
 from trtcheck.verification.repro import write_repro
 from trtcheck.verification.state import compiled_state, restore_compiled_state, restore_state, snapshot_state, state_violations
@@ -66,6 +67,7 @@ class VerificationReport:
     input_sets: list[str] = field(default_factory=list)  # per comparison: what input set it was ("min: seq=2")
     notes: list[str] = field(default_factory=list)  # what the checks could not do, and why
     localization: Localization | None = None  # where a mismatch comes from (localize.py), on the first failing input set
+    range_findings: list[RangeFinding] = field(default_factory=list)  # precision fp16/bf16: nodes leaving its range
 
     @property
     def passed(self) -> bool:
@@ -101,6 +103,8 @@ class VerificationReport:
                          f"(rtol {output.rtol:g}, atol {output.atol:g}{judged})")
         for engine in ExplainSummary.of(self.partition).engines:
             lines.append(f"engine {engine.label}: {plural(engine.nodes, 'compute node')} on {self.backend}")
+        if self.range_findings:
+            lines.append(describe_findings(self.range_findings, self.settings.precision)[0])
         return lines
 
     def __str__(self) -> str:
@@ -126,6 +130,7 @@ class VerificationReport:
         if self.localization is not None:
             lines += [f"  {line}" for line in str(self.localization).splitlines()]
         if not self.passed:
+            lines += [f"  {line}" for line in describe_findings(self.range_findings, self.settings.precision)]
             lines.append("  partition explained (Partition.explain):")
             lines += [f"    {line}" for line in self.partition.explain().splitlines()]
             lines.append("  partition:")
@@ -260,6 +265,9 @@ def verify(
                     message = f"the compiled module gives other outputs with {mode} than under no_grad"
                     report.violations.append(Violation("grad_mode", message))
         report.violations += scalar_input_violations(model, stitched, example_inputs, example_kwargs, rtol, atol, settings.precision)
+        if settings.precision != "fp32":
+            report.range_findings, note = _range_findings(stitched, example_inputs, example_kwargs, settings.precision)
+            report.notes += [note] if note else []
         failing = next((i for i, comparison in enumerate(report.comparisons) if not comparison.passed), None)
         if failing is not None and localize_budget > 0:
             report.localization = _localized(stitched, input_sets[failing], example_kwargs, backend, rtol, atol, localize_budget)
@@ -289,6 +297,18 @@ def _judge_reduced_precision(
         report.notes.append(f"input set {index}: no float64 or {precision} eager reference ({why or why_low}); the tolerances decide")
         return
     judge_reduced_precision(comparison, detached(low), actual, exact, precision)
+
+
+def _range_findings(
+    stitched: Any, example_inputs: Sequence[Any], kwargs: Mapping[str, Any], precision: str
+) -> tuple[list[RangeFinding], str]:
+    """The nodes whose eager values on the example leave ``precision``'s range (``ranges.range_findings``), and a
+    note when they could not be found (naming them explains a failure; it must never replace it)."""
+    gm = stitched.partition.graph_module
+    try:
+        return range_findings(gm, record_eager(gm, flat_inputs(gm, cloned(tuple(example_inputs)), cloned(dict(kwargs)))), precision), ""
+    except Exception as error:  # noqa: BLE001 - a diagnostic
+        return [], f"the nodes leaving {precision}'s range could not be found: {type(error).__name__}: {error}"
 
 
 def _localized(stitched: Any, input_set: tuple, kwargs: Mapping[str, Any], backend: str, rtol, atol, budget: float) -> Localization:

@@ -1,0 +1,153 @@
+"""Issue 24, items 3 and 4: the nodes that leave fp16's range named from eager's activations
+(``verification.ranges``), ``Settings.fp32_nodes`` honoured by ONNX Runtime's emulation (TensorRT's per-layer
+constraint: suites/engines/test_engines_tensorrt.py, mocked), and ``trtcheck precision``'s search for a set."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import trtcheck
+from trtcheck import conversion as converters
+from trtcheck.errors import SettingsError
+from trtcheck.tools.cli import main
+from trtcheck.verification.fp32_search import search_fp32_nodes
+from trtcheck.verification.localize import record_eager
+from trtcheck.verification.ranges import range_findings
+
+FP16 = trtcheck.Settings(min_block_size=1, precision="fp16")
+
+
+class ExpSum(torch.nn.Module):
+    """exp(12 h) passes 65504 in fp16, and so does its sum; the division brings it back into range."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = torch.relu(self.fc(x))
+        return torch.exp(h * 12).sum(-1) / 1e6 + torch.tanh(h).mean()
+
+
+class MaskedSoftmax(torch.nn.Module):
+    def forward(self, x, mask):
+        return torch.softmax(x + mask * -1e9, -1)
+
+
+class BigLayerNorm(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(16)
+
+    def forward(self, x):
+        return self.norm(x * 1000)
+
+
+def exp_sum():
+    torch.manual_seed(0)
+    return ExpSum().eval(), (torch.randn(3, 8),)
+
+
+def _findings(model, inputs, precision="fp16"):
+    gm = trtcheck.lower(model, inputs)
+    return range_findings(gm, record_eager(gm, [t.clone() for t in inputs]), precision)
+
+
+def test_overflows_are_named_with_their_pattern_origins_first():
+    exp = _findings(*exp_sum())
+    assert [(f.node, f.kind, f.origin) for f in exp[:2]] == [("exp", "overflow", True), ("sum_1", "overflow", False)]
+    assert "exp of large values" in str(exp[0])
+    mask = _findings(MaskedSoftmax(), (torch.randn(2, 8), torch.tensor([[0.0, 1.0] * 4] * 2)))
+    assert mask[0].node == "mul" and mask[0].origin and "a constant -1e+09 past the range (a mask value?" in mask[0].pattern
+    assert any(f.node == "_softmax" and "softmax with a large negative mask" in f.pattern for f in mask)
+    norm = _findings(BigLayerNorm(), (torch.randn(2, 16),))
+    assert [f.node for f in norm] == ["native_layer_norm"] and "LayerNorm variance" in norm[0].pattern  # inside the op
+    assert _findings(*exp_sum(), precision="bf16") == []  # bf16 has float32's range
+
+
+def test_a_failing_fp16_report_names_the_overflowing_nodes_and_the_setting_that_keeps_them():
+    model, inputs = exp_sum()
+    with pytest.raises(trtcheck.VerificationError) as info:
+        trtcheck.verify(model, inputs, FP16, backend="onnxruntime", localize_budget=0)
+    text = str(info.value)
+    assert "inf or NaN where float64 is finite" in text and "fp16 range (eager's float32 activations" in text
+    assert "exp (aten.exp.default)" in text and "fp32_nodes=['exp']" in text
+
+
+@pytest.mark.parametrize("keep", [["exp", "sum_1", "div"], ["aten::exp", "aten.sum.dim_IntList", "aten::div"]])
+def test_nodes_kept_in_float32_by_name_or_op_make_it_verify(keep):
+    model, inputs = exp_sum()
+    report = trtcheck.verify(model, inputs, dataclasses.replace(FP16, fp32_nodes=keep), backend="onnxruntime", localize_budget=0)
+    assert report.passed
+
+
+def test_keeping_too_few_still_fails():
+    """The kept set is really honoured per node: exp alone in float32 still overflows in the sum."""
+    model, inputs = exp_sum()
+    with pytest.raises(trtcheck.VerificationError):
+        trtcheck.verify(model, inputs, dataclasses.replace(FP16, fp32_nodes=["exp"]), backend="onnxruntime", localize_budget=0)
+
+
+@pytest.mark.parametrize(
+    ("values", "match"),
+    [
+        ({"fp32_nodes": ["exp"]}, r"fp32_nodes=\['exp'\] keeps nodes in float32 under a reduced precision, but precision is 'fp32'"),
+        ({"precision": "fp16", "fp32_nodes": ["aten::expp"]}, r"fp32_nodes: unknown op 'aten::expp'.*Did you mean.*aten::exp"),
+        ({"precision": "fp16", "fp32_nodes": "exp"}, r"fp32_nodes must be a list of node or op names, got the single string"),
+        ({"precision": "fp16", "fp32_nodes": [3]}, r"fp32_nodes entries must be node names"),
+    ],
+)
+def test_bad_fp32_nodes_are_settings_errors(values, match):
+    with pytest.raises(SettingsError, match=match):
+        trtcheck.compile(*exp_sum(), trtcheck.Settings(min_block_size=1, **values), backend="onnxruntime")
+
+
+def test_a_node_name_the_graph_does_not_have_is_named_with_the_graphs_nodes():
+    with pytest.raises(SettingsError, match=r"fp32_nodes: 'layer_norm' matches no node of the lowered graph.*exp"):
+        trtcheck.compile(*exp_sum(), dataclasses.replace(FP16, fp32_nodes=["layer_norm"]), backend="onnxruntime")
+
+
+def test_the_search_finds_a_set_from_which_no_node_can_be_dropped():
+    model, inputs = exp_sum()
+    found = search_fp32_nodes(model, inputs, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime", timed=False)
+    assert found.fp32_nodes and found.complete
+    settings = dataclasses.replace(FP16, fp32_nodes=found.fp32_nodes)
+    assert trtcheck.verify(model, inputs, settings, backend="onnxruntime", localize_budget=0).passed
+    for node in found.fp32_nodes:  # 1-minimal: without any one of them it fails again
+        fewer = dataclasses.replace(FP16, fp32_nodes=[n for n in found.fp32_nodes if n != node] or [])
+        if not fewer.fp32_nodes:
+            fewer = FP16
+        with pytest.raises(trtcheck.VerificationError):
+            trtcheck.verify(model, inputs, fewer, backend="onnxruntime", localize_budget=0)
+    assert f"fp32_nodes={found.fp32_nodes!r}" in str(found)
+
+
+def test_the_search_needs_nothing_for_a_model_in_range_and_finds_nothing_for_a_wrong_converter():
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)).eval()
+    x = (torch.randn(2, 8),)
+    assert search_fp32_nodes(mlp, x, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime").fp32_nodes == []
+
+    def relu_as_negation(ctx, node):  # wrong on purpose: no precision makes -x equal relu(x)
+        return ctx.add("Neg", [ctx.name(node.args[0])])
+
+    with converters.Snapshot():
+        converters.register(torch.ops.aten.relu.default, override=True)(relu_as_negation)
+        found = search_fp32_nodes(mlp, x, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime")
+    assert found.fp32_nodes is None and "the mismatch is not one of precision" in str(found)
+
+
+def test_the_command_prints_the_setting_and_refuses_fp32(tmp_path, capsys):
+    path = tmp_path / "mine.py"
+    path.write_text(
+        "import torch\nfrom suites.verification.test_fp32_nodes import exp_sum as build\n"
+    )
+    assert main(["precision", f"{path}:build", "--precision", "fp16", "--min-block-size", "1", "--backend", "onnxruntime",
+                 "--budget", "120"]) == 0
+    out = capsys.readouterr().out
+    assert "verifies in fp16 with" in out and "Settings(precision='fp16', fp32_nodes=[" in out and "time per call" in out
+    assert main(["precision", f"{path}:build", "--precision", "fp32"]) == 2
+    assert "needs --precision fp16 or --precision bf16" in capsys.readouterr().err

@@ -1,0 +1,185 @@
+"""Which nodes must stay in float32 for a model to verify in fp16 or bf16: ``trtcheck precision MODEL``.
+
+Users of reduced precision lose days finding the layers to keep in float32 (NVIDIA/TensorRT #4662, Torch-TensorRT
+#3947). ``search_fp32_nodes`` finds a small set by testing sets, each trial a whole ``verify`` at that precision with
+``Settings.fp32_nodes`` set (the model is lowered once; every trial partitions and converts a copy):
+
+1. none: the model may verify as it is;
+2. the overflow origins eager's activations name (``ranges.range_findings``), then those and the usual suspects
+   (``ranges.suspects``: normalizations, softmaxes, powers, exps, long sums, values past 512), then every node the
+   engines run: the first set that verifies is kept (none verifying: the mismatch is not one of precision, and the
+   search says so);
+3. that set shrunk by removing chunks, as delta debugging does (halves, then quarters, ... down to single nodes),
+   keeping each removal after which ``verify`` still passes, until no chunk can go or the budget is spent. The
+   result is 1-minimal when the budget allows: no single node of it can be dropped.
+
+What it measures besides: the stitched module's time per call at float32, at ``precision`` and at ``precision`` with
+the set found. On ONNX Runtime that time is the emulation's (Cast pairs after every node), not TensorRT's: only its
+ratio on TensorRT says what the float32 layers cost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from trtcheck.build.compile import compile
+from trtcheck.build.convert import flat_inputs
+from trtcheck.errors import SettingsError, VerificationError
+from trtcheck.lowering.export import lower, source_of
+from trtcheck.names import checked_settings
+from trtcheck.partitioning.reasons import Target
+from trtcheck.settings import Settings
+from trtcheck.text import plural
+from trtcheck.verification.inputs import cloned
+from trtcheck.verification.localize import record_eager
+from trtcheck.verification.ranges import RangeFinding, describe_findings, range_findings, suspects
+from trtcheck.verification.verify import verify
+
+TIMED_CALLS = 20
+
+
+@dataclass
+class Fp32Search:
+    """What ``search_fp32_nodes`` found: ``fp32_nodes`` ([] when the model verifies as it is, None when no set did)."""
+
+    name: str
+    precision: str
+    fp32_nodes: list[str] | None
+    trials: list[tuple[list[str], bool]] = field(default_factory=list)
+    seconds: float = 0.0
+    complete: bool = True  # False: the budget ran out while shrinking (the set verifies, it may not be minimal)
+    findings: list[RangeFinding] = field(default_factory=list)
+    milliseconds: dict[str, float] = field(default_factory=dict)  # per call: "fp32", precision, precision + fp32_nodes
+
+    @property
+    def settings(self) -> Settings | None:
+        if self.fp32_nodes is None:
+            return None
+        return Settings(precision=self.precision, fp32_nodes=list(self.fp32_nodes))  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        tried = f"{plural(len(self.trials), 'trial')} of verify in {self.seconds:.1f} s"
+        if self.fp32_nodes is None:
+            head = (f"trtcheck precision {self.name}: no set of nodes in float32 makes it verify in {self.precision} "
+                    f"({tried}): even with every engine node in float32 it fails, so the mismatch is not one of precision")
+        elif not self.fp32_nodes:
+            head = f"trtcheck precision {self.name}: verifies in {self.precision} with no node in float32 ({tried})"
+        else:
+            minimal = "" if self.complete else " (the budget ran out while shrinking it: it may not be minimal)"
+            head = (f"trtcheck precision {self.name}: verifies in {self.precision} with "
+                    f"{plural(len(self.fp32_nodes), 'node')} in float32{minimal} ({tried}):\n"
+                    f"  Settings(precision={self.precision!r}, fp32_nodes={self.fp32_nodes!r})")
+        lines = [head]
+        lines += [f"  {line}" for line in describe_findings(self.findings, self.precision)[:1]]
+        if self.milliseconds:
+            timed = ", ".join(f"{label} {ms:.3g} ms" for label, ms in self.milliseconds.items())
+            lines.append(f"  time per call (median of {TIMED_CALLS}): {timed}")
+        return "\n".join(lines)
+
+
+def search_fp32_nodes(
+    model: torch.nn.Module,
+    example_inputs: Sequence[Any],
+    precision: str = "fp16",
+    settings: Settings | None = None,
+    backend: str = "auto",
+    *,
+    example_kwargs: Mapping[str, Any] | None = None,
+    inputs: Sequence[Any] | None = None,
+    num_inputs: int = 3,
+    seed: int = 0,
+    budget: float = 300.0,
+    name: str | None = None,
+    timed: bool = True,
+) -> Fp32Search:
+    """A small set of nodes to keep in float32 so that ``verify`` passes at ``precision`` (module docstring)."""
+    if precision not in ("fp16", "bf16"):
+        raise SettingsError(f"trtcheck precision searches fp16 or bf16, got {precision!r}: fp32 keeps every node in float32")
+    base = dataclasses.replace(checked_settings(settings), precision=precision, fp32_nodes=[])
+    source = source_of(model, example_inputs, example_kwargs)
+    args, kwargs = source.example_args, source.example_kwargs or {}
+    lowered = lower(source.lowerable, args, kwargs)
+    started = time.perf_counter()
+    result = Fp32Search(name or type(source.lowerable).__name__, precision, None)
+    engine_nodes: list[str] = []
+
+    def trial(nodes: Sequence[str]) -> bool:
+        chosen = sorted(set(nodes))
+        try:
+            report = verify(source.eager, args, dataclasses.replace(base, fp32_nodes=chosen), backend,
+                            num_inputs=num_inputs, inputs=inputs, example_kwargs=kwargs, lowered=lowered, seed=seed,
+                            localize_budget=0, name=result.name)
+            passed = True
+        except VerificationError as failure:
+            report, passed = failure.report, False
+        if not engine_nodes:
+            engine_nodes.extend(node.name for segment in report.partition.segments if segment.target is Target.TENSORRT
+                                for node in segment.nodes if node.op == "call_function")
+        result.trials.append((chosen, passed))
+        return passed
+
+    if trial([]):
+        result.fp32_nodes = []
+    else:
+        values = record_eager(lowered, flat_inputs(lowered, cloned(tuple(args)), cloned(dict(kwargs))))
+        result.findings = range_findings(lowered, values, precision)
+        in_engines = set(engine_nodes)
+        origins = [f.node for f in result.findings if f.kind == "overflow" and f.origin and f.node in in_engines]
+        named = origins + [f.node for f in result.findings if f.kind == "overflow" and f.node in in_engines]
+        usual = named + [node for node in suspects(lowered, values) if node in in_engines]
+        for candidates in (origins, named, usual, engine_nodes):
+            candidates = list(dict.fromkeys(candidates))
+            if candidates and sorted(candidates) not in [tried for tried, _ in result.trials] and trial(candidates):
+                result.fp32_nodes, result.complete = _shrink(candidates, trial, started + budget)
+                break
+    result.seconds = time.perf_counter() - started
+    if timed and result.fp32_nodes:
+        settings_by_label = {"fp32": dataclasses.replace(base, precision="fp32"), precision: base,
+                             f"{precision} + fp32_nodes": dataclasses.replace(base, fp32_nodes=result.fp32_nodes)}
+        result.milliseconds = {label: _milliseconds(source.lowerable, args, kwargs, chosen, backend, lowered)
+                               for label, chosen in settings_by_label.items()}
+    return result
+
+
+def _shrink(nodes: list[str], passes: Any, deadline: float) -> tuple[list[str], bool]:
+    """``nodes`` (a set that passes) with chunks removed while it still passes, halves first, then ever smaller
+    chunks (delta debugging's complement step); True when it ended 1-minimal rather than at ``deadline``."""
+    current, chunks = list(nodes), 2
+    while len(current) > 1:
+        if time.perf_counter() > deadline:
+            return current, False
+        size = math.ceil(len(current) / chunks)
+        for start in range(0, len(current), size):
+            candidate = current[:start] + current[start + size:]
+            if time.perf_counter() > deadline:
+                return current, False
+            if passes(candidate):
+                current, chunks = candidate, max(chunks - 1, 2)
+                break
+        else:
+            if size == 1:
+                return current, True
+            chunks = min(len(current), chunks * 2)
+    return current, True
+
+
+def _milliseconds(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any], settings: Settings, backend: str,
+                  lowered: torch.fx.GraphModule) -> float:
+    """The compiled module's median time per call (``TIMED_CALLS`` calls after three to warm up)."""
+    stitched = compile(model, args, settings, backend, example_kwargs=kwargs, lowered=lowered)
+    times = []
+    with torch.no_grad():
+        for index in range(TIMED_CALLS + 3):
+            start = time.perf_counter()
+            stitched(*cloned(tuple(args)), **cloned(dict(kwargs)))
+            if index >= 3:
+                times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)

@@ -1,0 +1,196 @@
+"""Which nodes leave fp16's (or bf16's) range, and the pattern that takes them there.
+
+A reduced-precision engine fails for a reason a user can act on only when it names the node: LayerNorm's variance
+overflowing in fp16 (NVIDIA/TensorRT #2564, #3101), a softmax whose mask constant becomes ``-inf`` and then NaN
+(transformers #17306), an ``exp`` or ``pow`` of large values, a long sum. ``range_findings`` reads eager's own
+activations (``localize.record_eager``: every node's float32 value on one input set) and names every node whose
+values are above the format's largest finite value, or nonzero but small enough to round to zero, with the pattern.
+Two checks look inside a node, where the value that overflows is never an activation: a normalization
+(``native_layer_norm``, ``native_group_norm``, ``var``) whose input's squared deviations reach the range (the
+variance TensorRT accumulates in fp16), and a softmax whose input holds values below the range's negative end (a
+mask constant that becomes ``-inf``; a row of them is NaN).
+
+A finding whose inputs are all in range is an *origin*: the place to keep in float32 (``Settings.fp32_nodes``).
+The nodes fed by an overflow inherit it and are listed after the origins, so the first lines are the ones to act on.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx
+
+from trtcheck.text import plural
+
+aten = torch.ops.aten
+
+FORMATS: dict[str, torch.dtype] = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+_NORMALIZATIONS = {aten.native_layer_norm.default, aten.native_group_norm.default, aten.var.correction,
+                   aten.var_mean.correction, aten.var.dim}
+_SOFTMAXES = {aten._softmax.default, aten._log_softmax.default, aten._safe_softmax.default}
+_REDUCTIONS = {aten.sum.dim_IntList, aten.sum.default, aten.mean.dim, aten.mean.default, aten.cumsum.default,
+               aten.prod.default, aten.prod.dim_int}
+_PRODUCTS = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.convolution.default, aten.matmul.default,
+             aten.baddbmm.default, aten.linear.default}
+_POWERS = {aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, aten.pow.Scalar}
+_EXPONENTIALS = {aten.exp.default, aten.exp2.default, aten.expm1.default, aten.sinh.default, aten.cosh.default}
+LONG_SUM = 256
+"""A reduction over at least this many elements is named "a long sum" (fp16 keeps 11 bits: a running sum of
+256 values of one size has already lost three of them)."""
+
+
+@dataclass(frozen=True)
+class RangeFinding:
+    """One node whose values leave the format's range: ``kind`` "overflow" (above its largest finite value, or
+    a normalization's squares or a softmax's mask past it) or "underflow" (nonzero values that round to zero)."""
+
+    node: str
+    op: str
+    kind: str
+    count: int
+    total: int
+    extreme: float  # overflow: the largest magnitude; underflow: the smallest nonzero magnitude
+    pattern: str
+    origin: bool  # no input of this node left the range: the place to keep in float32
+
+    def __str__(self) -> str:
+        where = "origin" if self.origin else "inherited"
+        return (f"{self.node} ({self.op}): {self.count} of {self.total} values {self.kind} ({self.pattern}; "
+                f"extreme {self.extreme:.3g}) [{where}]")
+
+
+def range_findings(gm: torch.fx.GraphModule, values: dict[torch.fx.Node, Any], precision: str) -> list[RangeFinding]:
+    """Every node of ``gm`` whose recorded value (``values``: ``record_eager``) leaves ``precision``'s range
+    ("fp16" or "bf16"), origins first, then by how many values left it."""
+    finfo = torch.finfo(FORMATS[precision])
+    largest, smallest = finfo.max, finfo.smallest_normal * finfo.eps / 2  # below half the least subnormal: zero
+    found: list[RangeFinding] = []
+    overflowed: set[torch.fx.Node] = set()
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        inputs = [arg for arg in node.all_input_nodes if arg in overflowed]
+        inner = _inner_overflow(node, values, largest)
+        value = _first_float(values.get(node))
+        if value is None and inner is None:
+            continue
+        big = value.isfinite() & (value.abs() > largest) if value is not None else None
+        if inner is not None or (big is not None and bool(big.any())):
+            count, total, extreme, pattern = inner or (
+                int(big.sum()), value.numel(), float(value.abs()[value.isfinite()].max()), _pattern(node, values, largest))
+            overflowed.add(node)
+            found.append(RangeFinding(node.name, _op(node), "overflow", count, total, extreme, pattern, not inputs))
+            continue
+        if inputs:
+            overflowed.add(node)  # inf flowing through: not a finding of its own
+        tiny = (value != 0) & (value.abs() < smallest) & value.isfinite() if value is not None else None
+        if tiny is not None and bool(tiny.any()):
+            extreme = float(value.abs()[tiny].min())
+            found.append(RangeFinding(node.name, _op(node), "underflow", int(tiny.sum()), value.numel(), extreme,
+                                      f"rounds to zero in {precision}{_underflow_hint(node)}", True))
+    return sorted(found, key=lambda f: (f.kind != "overflow", not f.origin, -f.count))
+
+
+def describe_findings(findings: list[RangeFinding], precision: str, limit: int = 12) -> list[str]:
+    """The findings as report lines: a heading, then overflows (origins first), then underflows, at most ``limit``."""
+    if not findings:
+        return []
+    overflows = sum(f.kind == "overflow" for f in findings)
+    lines = [f"{precision} range (eager's float32 activations on the example): {plural(overflows, 'node')} overflow, "
+             f"{plural(len(findings) - overflows, 'node')} underflow"]
+    lines += [f"  {finding}" for finding in findings[:limit]]
+    if len(findings) > limit:
+        lines.append(f"  ... and {len(findings) - limit} more")
+    origins = [f.node for f in findings if f.kind == "overflow" and f.origin]
+    if origins:
+        lines.append(f"  keep in float32: Settings(precision={precision!r}, fp32_nodes={origins!r}) (or search: "
+                     f"`trtcheck precision MODEL --precision {precision}`)")
+    return lines
+
+
+def _first_float(value: Any) -> torch.Tensor | None:
+    """A node's value as one floating tensor (the first of a tuple: ``native_layer_norm``'s output)."""
+    if isinstance(value, (tuple, list)) and value:
+        value = value[0]
+    if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
+        return value.detach()
+    return None
+
+
+def _inner_overflow(node: torch.fx.Node, values: dict[torch.fx.Node, Any], largest: float) -> tuple[int, int, float, str] | None:
+    """An overflow inside ``node`` no activation shows: a normalization's squared deviations, a softmax's mask."""
+    if node.target in _NORMALIZATIONS and node.args:
+        x = _first_float(values.get(node.args[0]))
+        if x is None:
+            return None
+        squares = (x.double() - x.double().mean()) ** 2
+        big = squares > largest
+        if bool(big.any()):
+            what = "LayerNorm variance" if node.target is aten.native_layer_norm.default else "variance"
+            return (int(big.sum()), x.numel(), float(squares.max()),
+                    f"{what}: its input's squared deviations reach {float(squares.max()):.3g}, past the range, where "
+                    "an fp16 kernel accumulates them")
+    if node.target in _SOFTMAXES and node.args:
+        x = _first_float(values.get(node.args[0]))
+        if x is None:
+            return None
+        masked = x.isfinite() & (x < -largest)
+        if bool(masked.any()):
+            return (int(masked.sum()), x.numel(), float(x.min().abs()),
+                    f"softmax with a large negative mask: {float(x.min()):.3g} becomes -inf (a row of it: NaN); use "
+                    "torch.finfo(dtype).min of the engine's precision, or keep it in float32")
+    return None
+
+
+def _pattern(node: torch.fx.Node, values: dict[torch.fx.Node, Any], largest: float = math.inf) -> str:
+    target = node.target
+    constants = [arg for arg in node.args if isinstance(arg, (int, float)) and not isinstance(arg, bool) and abs(arg) > largest]
+    if constants:
+        return (f"a constant {constants[0]:g} past the range (a mask value? torch.finfo(dtype).min of the engine's "
+                "precision stays in it)")
+    if target in _EXPONENTIALS:
+        return "exp of large values"
+    if target in _POWERS or (target in (aten.mul.Tensor,) and len(node.args) == 2 and node.args[0] is node.args[1]):
+        return "pow: a square or power of large values"
+    if target in _REDUCTIONS:
+        source = _first_float(values.get(node.args[0])) if node.args else None
+        out = _first_float(values.get(node))
+        reduced = source.numel() // max(out.numel(), 1) if source is not None and out is not None else 0
+        return f"a long sum over {reduced} values" if reduced >= LONG_SUM else f"a sum over {reduced} values"
+    if target in _PRODUCTS:
+        return "a matmul or convolution summing products past the range"
+    return "values past the range"
+
+
+def _underflow_hint(node: torch.fx.Node) -> str:
+    if node.target in _EXPONENTIALS:
+        return " (exp of very negative values: harmless unless divided by or logged later)"
+    return ""
+
+
+def _op(node: torch.fx.Node) -> str:
+    return str(node.target)
+
+
+SUSPECT_MAGNITUDE = 512.0
+"""A node whose values reach this magnitude is a suspect for fp32 (``suspects``): fp16's spacing there is 0.5."""
+_SUSPECT_OPS = _NORMALIZATIONS | _SOFTMAXES | _POWERS | _EXPONENTIALS
+
+
+def suspects(gm: torch.fx.GraphModule, values: dict[torch.fx.Node, Any]) -> list[str]:
+    """The usual suspects for float32, in graph order: normalizations, softmaxes, powers, exps, long sums, and nodes
+    whose values reach ``SUSPECT_MAGNITUDE`` (what ``trtcheck precision`` tries after the named overflows)."""
+    found = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        value = _first_float(values.get(node))
+        large = value is not None and bool((value.abs()[value.isfinite()] >= SUSPECT_MAGNITUDE).any())
+        long_sum = node.target in _REDUCTIONS and _pattern(node, values).startswith("a long sum")
+        if node.target in _SUSPECT_OPS or long_sum or large:
+            found.append(node.name)
+    return found
