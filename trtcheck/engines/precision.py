@@ -158,8 +158,8 @@ def emulate(
         after: list[onnx.NodeProto] = []
         for index, name in enumerate(node.output):
             target = rounding(name) if name else None
-            if target is None or (kept and types[name] == _FLOAT):
-                continue
+            if target is None or ((kept or node.op_type == "Identity") and types[name] == _FLOAT):
+                continue  # an Identity (an engine output's copy) passes on a value rounded where it was made
             raw = names.value(f"{name}__fp32")
             node.output[index] = raw
             after += _round_output(raw, name, target, types[name], names, reads)

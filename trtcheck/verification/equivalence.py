@@ -272,8 +272,8 @@ def _judge(comparison: Comparison, yardstick: Any, actual: Any, reference: Any, 
             shared = int((overflowed & eager.isfinite().logical_not()).sum())
             output.message += (
                 f"; {int(overflowed.sum())} element(s) are inf or NaN where float64 is finite ({shared} of them in "
-                f"{eager_name} too): {precision}'s range overflows, not only the conversion; keep the nodes that "
-                f"leave it in float32 (Settings.fp32_nodes; `trtcheck precision` searches for them)"
+                f"{eager_name} too): {precision}'s range or rounding takes them there, not only the conversion; keep the "
+                f"nodes that cause it in float32 (Settings.fp32_nodes; `trtcheck precision` searches for them)"
             )
         elif not same_nonfinite:
             output.message += f"; its NaN/Inf are not those of {eager_name}"
