@@ -14,7 +14,6 @@ line per model, then the counts.
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import sys
 import time
 
@@ -54,8 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precisions", default="fp16,bf16")
     parser.add_argument("--budget", type=float, default=120.0, help="seconds of search per failing model")
     args = parser.parse_args(argv)
-    patterns = [p.strip() for p in args.models.split(",") if p.strip()]
-    names = [n for n in trtcheck_zoo.names() if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+    names = list(dict.fromkeys(name for glob in args.models.split(",") if glob.strip() for name in trtcheck_zoo.names(glob.strip())))
     counts: dict[str, dict[str, int]] = {}
     for precision in args.precisions.split(","):
         tally = counts.setdefault(precision, {"models": 0, "before": 0, "after": 0, "fp32 set found": 0})

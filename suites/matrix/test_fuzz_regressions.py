@@ -268,3 +268,15 @@ def test_an_output_viewing_a_written_input_is_a_copy_taken_before_the_write():
     (outputs,) = [n.args[0] for n in graph.graph_module.graph.nodes if n.op == "output"]
     assert A.clone.default in [n.target for n in outputs]  # the view of x0 returned as a copy
     _verify(graph)
+
+
+def test_a_size_of_a_written_input_does_not_hold_the_optimal_segmentation_in_a_loop():
+    """Nightly dynamic fuzz: ``sym_size(x0)`` read by an engine's int arithmetic, ``x0`` written in place at the end,
+    relu (int64: no converter) in between, ``segmentation="optimal"``. The size counted as a read of ``x0``, so it
+    had to run before the write's Torch segment, while the copy rule recomputed it beside its user after it: a new
+    copy every round, "partitioning did not converge". A size read is no read of the elements an in-place write
+    changes (``lowering.graph.state_order``)."""
+    recipe = [Step("relu"), Step("write_input"), Step("sym_add"), Step("max_dim")] + [Step("relu")] * 8
+    graph = build_dynamic_graph(recipe, batch=2, dim_range=(1, 3), dtype=torch.int64, seed=0)
+    settings = trtcheck.Settings(min_block_size=2, segmentation="optimal")
+    _verify(graph, settings, dynamic_shapes=graph.dynamic_shapes)

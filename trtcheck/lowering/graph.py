@@ -56,10 +56,19 @@ def written_values(node: torch.fx.Node) -> list[torch.fx.Node]:
     return found
 
 
+_METADATA_READS = frozenset({
+    torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int, torch.ops.aten.sym_numel.default,
+    torch.ops.aten.sym_storage_offset.default, torch.ops.aten.dim.default,
+})
+"""Ops that read a value's metadata, never its elements: not reads of the state an in-place write changes."""
+
+
 def state_order(nodes: Sequence[torch.fx.Node]) -> dict[torch.fx.Node, list[torch.fx.Node]]:
     """The orderings among ``nodes`` that no data edge carries: around an in-place write of a value (a buffer or
     an input ``forward`` updates: ``cache.index_copy_(...)`` becomes a ``copy_`` into it), every read or write
-    of that value before it in graph order must stay before it, and every one after it after it.
+    of that value before it in graph order must stay before it, and every one after it after it (a ``sym_size``
+    reads the shape, which no in-place write changes: it is free to move, or a copy of it could never join the
+    user the copy rule places it beside).
 
     A read of the old value does not depend on the write that follows it, nor a read of the new value on the
     write before it, so a segmentation that reorders nodes along data edges alone may run a Torch segment
@@ -74,8 +83,8 @@ def state_order(nodes: Sequence[torch.fx.Node]) -> dict[torch.fx.Node, list[torc
     for writer, values in writers:
         for value in values:
             for other in value.users:
-                if other is writer or other not in position:
-                    continue
+                if other is writer or other not in position or other.target in _METADATA_READS:
+                    continue  # a size or stride: an in-place write keeps the shape, so the read may go anywhere
                 if position[other] < position[writer]:
                     extra.setdefault(writer, []).append(other)
                 else:
