@@ -76,3 +76,40 @@ def test_eager_at_reduced_precision_leaves_the_model_alone():
     assert model[0].weight.dtype == torch.float32 and torch.equal(model[0].weight, before)
     torch.testing.assert_close(out.float(), model(x), rtol=5e-2, atol=5e-2)
 
+
+
+class _SolveWithDerivedBuffer(torch.nn.Module):
+    """A Cholesky solve (CPU has no fp16 Cholesky) and a buffer made by an op that tracked gradients: a non-leaf
+    tensor, which ``copy.deepcopy`` refuses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(4, 4))
+        self.register_buffer("scale", self.weight.sum(0) * 0.1)  # not a graph leaf
+
+    def forward(self, x):
+        spd = x @ x.T + 4 * torch.eye(x.shape[0], dtype=x.dtype)
+        return torch.cholesky_solve(self.weight[: x.shape[0]] * self.scale, torch.linalg.cholesky(spd))
+
+
+def test_the_references_run_a_model_deepcopy_refuses_and_ops_without_a_low_precision_kernel():
+    """Both yardsticks existed only for models ``copy.deepcopy`` takes and whose every op has an fp16 kernel; the zoo's
+    ring_buffer and spd_solve then fell back to float32's tolerances and failed in fp16."""
+    from trtcheck.verification.reference import float64_outputs
+
+    torch.manual_seed(0)
+    model, x = _SolveWithDerivedBuffer(), (torch.randn(4, 4),)
+    with pytest.raises(RuntimeError, match="deepcopy"):
+        import copy
+
+        copy.deepcopy(model)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    exact, why = float64_outputs(model, x, {})
+    assert why == "" and exact.dtype == torch.float64
+    low, why = reduced_precision_outputs(model, x, {}, "fp16")
+    assert why == "" and low.dtype == torch.float16  # cholesky in float32, rounded back; the rest in fp16
+    with torch.no_grad():
+        expected = model(*x)
+    torch.testing.assert_close(exact.float(), expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(low.float(), expected, rtol=2e-2, atol=2e-2)
+    assert all(torch.equal(v, before[k]) and v.dtype == torch.float32 for k, v in model.state_dict().items())

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from trtcheck.verification.inputs import cloned
@@ -31,12 +32,7 @@ def float64_outputs(
     ``torch.fx.GraphModule`` also has every ``dtype=`` argument of a floating type retargeted to float64.
     """
     try:
-        twin = copy.deepcopy(model)
-        if state is not None:
-            restore_state(twin, state)
-        twin = twin.to(torch.float64)
-        if isinstance(twin, torch.fx.GraphModule):
-            _widen_dtype_arguments(twin)
+        twin = _cast_twin(model, state, torch.float64)
     except Exception as error:  # noqa: BLE001 - a model that cannot be copied or cast has no reference
         return None, f"the model could not be copied to float64: {type(error).__name__}: {error}"
     widen = lambda x: x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x  # noqa: E731
@@ -66,20 +62,59 @@ def reduced_precision_outputs(
     ``Settings.precision`` (``equivalence.judge_reduced_precision``). ``model`` is copied and never changed."""
     dtype = PRECISION_DTYPES[precision]
     try:
-        twin = copy.deepcopy(model)
-        if state is not None:
-            restore_state(twin, state)
-        twin = twin.to(dtype)
+        twin = _cast_twin(model, state, dtype)
     except Exception as error:  # noqa: BLE001 - a model that cannot be copied or cast has no such reference
         return None, f"the model could not be copied to {dtype}: {type(error).__name__}: {error}"
     narrow = lambda x: x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x  # noqa: E731
     low = tree_map(narrow, (cloned(tuple(args)), cloned(dict(kwargs))))
     try:
-        with torch.no_grad():
+        with torch.no_grad(), _WidenWhereMissing(dtype):
             return twin(*low[0], **low[1]), ""
-    except Exception as error:  # noqa: BLE001 - an op without a kernel in that dtype: no yardstick
+    except Exception as error:  # noqa: BLE001 - a model that fails in that dtype for another reason: no yardstick
         text = str(error).strip()
         return None, f"eager fails in {dtype}: {type(error).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def _cast_twin(model: torch.nn.Module, state: Mapping[str, torch.Tensor] | None, dtype: torch.dtype) -> Any:
+    """What runs ``model`` in ``dtype`` without changing it: a deep copy cast to ``dtype`` (with ``state``, a
+    ``snapshot_state``, restored into it), or, for a model ``copy.deepcopy`` refuses (a buffer made by an op that
+    tracked gradients is no graph leaf), ``model`` itself called with cast copies of its parameters and buffers
+    (``torch.func.functional_call``: an in-place update lands in the copies)."""
+    try:
+        twin = copy.deepcopy(model)
+    except Exception:  # noqa: BLE001 - not copyable: swap cast copies of its tensors in for the call instead
+        tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+        tensors.update(state or {})
+        cast = {name: t.detach().to(dtype) if t.is_floating_point() else t.detach().clone() for name, t in tensors.items()}
+        return lambda *args, **kwargs: torch.func.functional_call(model, cast, args, kwargs, strict=False)
+    if state is not None:
+        restore_state(twin, state)
+    twin = twin.to(dtype)
+    if isinstance(twin, torch.fx.GraphModule) and dtype == torch.float64:
+        _widen_dtype_arguments(twin)
+    return twin
+
+
+class _WidenWhereMissing(TorchDispatchMode):
+    """Eager in fp16/bf16 where PyTorch has the kernel, float32 (then rounded back) where it has none (CPU has no
+    fp16 Cholesky, for one): eager's error at that precision for a model one op of which lacks a low-precision
+    kernel, as autocast computes such ops in float32. An in-place op is never widened (its copy would be written)."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.dtype = dtype
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        try:
+            return func(*args, **kwargs)
+        except (RuntimeError, NotImplementedError) as error:
+            if "not implemented for" not in str(error) or func._schema.is_mutable:
+                raise
+        low = self.dtype
+        wide = tree_map(lambda x: x.float() if isinstance(x, torch.Tensor) and x.dtype == low else x, (args, kwargs))
+        out = func(*wide[0], **wide[1])
+        return tree_map(lambda x: x.to(low) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x, out)
 
 
 def _widen_dtype_arguments(graph_module: torch.fx.GraphModule) -> None:
