@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +43,9 @@ class ZooEntry:
     positive-definite matrix), where the random sets ``verify`` draws would make eager itself fail.
     ``dynamic_shapes`` is ``torch.export.export``'s argument for the example inputs (``torch.export.Dim`` per
     dynamic size): the entry is compiled with it, and verified at the minimum, maximum and random sizes in range.
+    ``fp32_nodes`` maps a reduced precision (``"fp16"``, ``"bf16"``) to the nodes the entry needs in float32 there
+    (``Settings.fp32_nodes``, as ``trtcheck precision`` found them), and ``precision_notes`` says why: the matrix
+    at that precision (``--trtcheck-precision``) runs with them, and the README lists them.
     """
 
     name: str
@@ -51,6 +54,8 @@ class ZooEntry:
     fallback_module: str | None = None
     input_sets: Callable[[], list[tuple[Any, ...]]] | None = None  # valid inputs, where random ones are not
     dynamic_shapes: Any = None  # torch.export's dynamic_shapes for the example inputs (torch.export.Dim values)
+    fp32_nodes: Mapping[str, Sequence[str]] = field(default_factory=dict)  # precision -> nodes kept in float32
+    precision_notes: str = ""  # why ``fp32_nodes``
 
     def __post_init__(self) -> None:
         # Accept any iterable of tags (a tuple reads best at call sites) but store a frozenset, so

@@ -95,3 +95,17 @@ def test_make_nontrivial_redraws_constant_parameters():
     assert model[0].bias.abs().min() > 0 and model[2].weight.abs().min() > 0
     assert model[1].momentum == 0.1  # restored after calibration
     assert model[1].num_batches_tracked == 1
+def test_every_float32_set_of_the_zoo_names_nodes_of_its_graph_and_says_why():
+    """``ZooEntry.fp32_nodes`` (used by the matrix at reduced precision) must name nodes the lowered graph has: a
+    lowering change that renames them would otherwise fail every such test with a settings error."""
+    import trtcheck
+    import trtcheck_zoo
+
+    entries = [trtcheck_zoo.get(name) for name in trtcheck_zoo.names() if trtcheck_zoo.get(name).fp32_nodes]
+    assert entries  # seed_lgamma in bf16, at least
+    for entry in entries:
+        assert entry.precision_notes, entry.name
+        model, inputs = entry.build()
+        names = {node.name for node in trtcheck.lower(model, inputs).graph.nodes}
+        for precision, nodes in entry.fp32_nodes.items():
+            assert precision in ("fp16", "bf16") and set(nodes) <= names, (entry.name, precision, nodes)

@@ -397,11 +397,12 @@ def trtcheck_precision(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def trtcheck_settings(trtcheck_preset: Any, trtcheck_precision: str, request: pytest.FixtureRequest) -> Any:
     """The ``trtcheck.Settings`` of the current preset (parametrized over ``--trtcheck-settings``) at the current
-    precision (``--trtcheck-precision``)."""
+    precision (``--trtcheck-precision``), with the nodes a zoo entry needs in float32 there (``ZooEntry.fp32_nodes``)."""
     entry = request.getfixturevalue("trtcheck_model_entry") if "trtcheck_model_entry" in request.fixturenames else None
     settings = trtcheck_preset.settings_for(entry.fallback_module if entry is not None else None)
     if settings is not None and trtcheck_precision != settings.precision:
-        settings = dataclasses.replace(settings, precision=trtcheck_precision)
+        kept = list(getattr(entry, "fp32_nodes", {}).get(trtcheck_precision, ())) if entry is not None else []
+        settings = dataclasses.replace(settings, precision=trtcheck_precision, fp32_nodes=kept)  # a zoo entry's own
     return settings
 
 
