@@ -48,6 +48,8 @@ _BY_TORCH = {row.torch: row for row in ROWS}
 _BY_TENSORRT = {row.tensorrt: row for row in ROWS if row.tensorrt is not None}
 
 FLOAT: frozenset[torch.dtype] = frozenset({torch.float32, torch.float16, torch.bfloat16})
+PRECISION_DTYPES: dict[str, torch.dtype] = {"fp16": torch.float16, "bf16": torch.bfloat16}
+"""``Settings.precision`` below fp32 -> the torch dtype of that precision (eager's yardstick, its range)."""
 INT: frozenset[torch.dtype] = frozenset({torch.int32, torch.int64})
 NUMERIC: frozenset[torch.dtype] = FLOAT | INT
 BOOL: frozenset[torch.dtype] = frozenset({torch.bool})

@@ -23,11 +23,10 @@ from typing import Any
 import torch
 import torch.fx
 
+from trtcheck.dtypes import PRECISION_DTYPES
 from trtcheck.text import plural
 
 aten = torch.ops.aten
-
-FORMATS: dict[str, torch.dtype] = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 _NORMALIZATIONS = {aten.native_layer_norm.default, aten.native_group_norm.default, aten.var.correction,
                    aten.var_mean.correction, aten.var.dim}
@@ -66,7 +65,7 @@ class RangeFinding:
 def range_findings(gm: torch.fx.GraphModule, values: dict[torch.fx.Node, Any], precision: str) -> list[RangeFinding]:
     """Every node of ``gm`` whose recorded value (``values``: ``record_eager``) leaves ``precision``'s range
     ("fp16" or "bf16"), origins first, then by how many values left it."""
-    finfo = torch.finfo(FORMATS[precision])
+    finfo = torch.finfo(PRECISION_DTYPES[precision])
     largest, smallest = finfo.max, finfo.smallest_normal * finfo.eps / 2  # below half the least subnormal: zero
     found: list[RangeFinding] = []
     overflowed: set[torch.fx.Node] = set()

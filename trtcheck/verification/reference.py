@@ -17,6 +17,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
+from trtcheck.dtypes import PRECISION_DTYPES
 from trtcheck.verification.inputs import cloned
 from trtcheck.verification.state import restore_state
 
@@ -48,8 +49,6 @@ def float64_outputs(
         torch.set_default_dtype(previous)
 
 
-PRECISION_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-"""``Settings.precision`` below fp32 -> the dtype eager runs in to give that precision's own error."""
 
 
 def reduced_precision_outputs(
