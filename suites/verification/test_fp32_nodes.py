@@ -77,6 +77,17 @@ def test_a_failing_fp16_report_names_the_overflowing_nodes_and_the_setting_that_
     assert "exp (aten.exp.default)" in text and "fp32_nodes=['exp']" in text
 
 
+def test_a_reduced_precision_localization_says_it_judges_in_float32_and_blames_no_fusion():
+    """Localization's sub-engines are float32: at fp16 a segment that fails as one engine and not as sub-engines is
+    the precision's doing, which the report must not call a fusion."""
+    model, inputs = exp_sum()
+    with pytest.raises(trtcheck.VerificationError) as info:
+        trtcheck.verify(model, inputs, FP16, backend="onnxruntime")
+    text = str(info.value)
+    assert "the engines run in fp16, but this localization builds its sub-engines in float32" in text
+    assert "(a fusion)" not in text
+
+
 @pytest.mark.parametrize("keep", [["exp", "sum_1", "div"], ["aten::exp", "aten.sum.dim_IntList", "aten::div"]])
 def test_nodes_kept_in_float32_by_name_or_op_make_it_verify(keep):
     model, inputs = exp_sum()

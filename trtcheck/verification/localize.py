@@ -501,6 +501,13 @@ def localize(
                 gm, found.culprit_segment, segment, eager, upstream, backend, rtol, atol, clock, found, reference)
         except Exception as error:  # noqa: BLE001 - a localization that breaks must not hide the failure it explains
             found.notes.append(f"the culprit op could not be found: {type(error).__name__}: {error}")
+    precision = partition.settings.precision
+    if precision != "fp32":  # the engines round like fp16/bf16; the sub-engines and the local rule are float32's
+        found.notes = [note for note in found.notes if "(a fusion)" not in note]
+        found.notes.insert(0, (
+            f"the engines run in {precision}, but this localization builds its sub-engines in float32 and judges them "
+            f"by float32's rule: a segment failing here may be {precision}'s rounding or range (see the {precision} range "
+            "findings), not a converter; verify at precision='fp32' to localize a converter error"))
     found.cut_short = clock.cut_short
     found.seconds = clock.elapsed
     return found
