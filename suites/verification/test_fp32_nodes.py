@@ -128,9 +128,7 @@ def test_the_search_finds_a_set_from_which_no_node_can_be_dropped():
     settings = dataclasses.replace(FP16, fp32_nodes=found.fp32_nodes)
     assert trtcheck.verify(model, inputs, settings, backend="onnxruntime", localize_budget=0).passed
     for node in found.fp32_nodes:  # 1-minimal: without any one of them it fails again
-        fewer = dataclasses.replace(FP16, fp32_nodes=[n for n in found.fp32_nodes if n != node] or [])
-        if not fewer.fp32_nodes:
-            fewer = FP16
+        fewer = dataclasses.replace(FP16, fp32_nodes=[n for n in found.fp32_nodes if n != node])
         with pytest.raises(trtcheck.VerificationError):
             trtcheck.verify(model, inputs, fewer, backend="onnxruntime", localize_budget=0)
     assert f"fp32_nodes={found.fp32_nodes!r}" in str(found)

@@ -401,7 +401,7 @@ def trtcheck_settings(trtcheck_preset: Any, trtcheck_precision: str, request: py
     entry = request.getfixturevalue("trtcheck_model_entry") if "trtcheck_model_entry" in request.fixturenames else None
     settings = trtcheck_preset.settings_for(entry.fallback_module if entry is not None else None)
     if settings is not None and trtcheck_precision != settings.precision:
-        kept = list(getattr(entry, "fp32_nodes", {}).get(trtcheck_precision, ())) if entry is not None else []
+        kept = list(entry.fp32_nodes.get(trtcheck_precision, ())) if entry is not None else []
         settings = dataclasses.replace(settings, precision=trtcheck_precision, fp32_nodes=kept)  # a zoo entry's own
     return settings
 

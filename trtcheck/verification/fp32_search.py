@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,10 +34,11 @@ from trtcheck.errors import SettingsError, VerificationError
 from trtcheck.lowering.export import lower, source_of
 from trtcheck.names import checked_settings
 from trtcheck.partitioning.reasons import Target
+from trtcheck.runtime.profiling import profile
 from trtcheck.settings import Settings
 from trtcheck.text import plural
 from trtcheck.verification.inputs import cloned
-from trtcheck.verification.localize import record_eager
+from trtcheck.verification.localize import Budget, record_eager
 from trtcheck.verification.ranges import RangeFinding, describe_findings, range_findings, suspects
 from trtcheck.verification.verify import verify
 
@@ -58,12 +57,6 @@ class Fp32Search:
     complete: bool = True  # False: the budget ran out while shrinking (the set verifies, it may not be minimal)
     findings: list[RangeFinding] = field(default_factory=list)
     milliseconds: dict[str, float] = field(default_factory=dict)  # per call: "fp32", precision, precision + fp32_nodes
-
-    @property
-    def settings(self) -> Settings | None:
-        if self.fp32_nodes is None:
-            return None
-        return Settings(precision=self.precision, fp32_nodes=list(self.fp32_nodes))  # type: ignore[arg-type]
 
     def __str__(self) -> str:
         tried = f"{plural(len(self.trials), 'trial')} of verify in {self.seconds:.1f} s"
@@ -107,7 +100,7 @@ def search_fp32_nodes(
     source = source_of(model, example_inputs, example_kwargs)
     args, kwargs = source.example_args, source.example_kwargs or {}
     lowered = lower(source.lowerable, args, kwargs)
-    started = time.perf_counter()
+    clock = Budget(budget)
     result = Fp32Search(name or type(source.lowerable).__name__, precision, None)
     engine_nodes: list[str] = []
 
@@ -138,9 +131,9 @@ def search_fp32_nodes(
         for candidates in (origins, named, usual, engine_nodes):
             candidates = list(dict.fromkeys(candidates))
             if candidates and sorted(candidates) not in [tried for tried, _ in result.trials] and trial(candidates):
-                result.fp32_nodes, result.complete = _shrink(candidates, trial, started + budget)
+                result.fp32_nodes, result.complete = _shrink(candidates, trial, clock)
                 break
-    result.seconds = time.perf_counter() - started
+    result.seconds = clock.elapsed
     if timed and result.fp32_nodes:
         settings_by_label = {"fp32": dataclasses.replace(base, precision="fp32"), precision: base,
                              f"{precision} + fp32_nodes": dataclasses.replace(base, fp32_nodes=result.fp32_nodes)}
@@ -149,18 +142,16 @@ def search_fp32_nodes(
     return result
 
 
-def _shrink(nodes: list[str], passes: Any, deadline: float) -> tuple[list[str], bool]:
+def _shrink(nodes: list[str], passes: Any, clock: Budget) -> tuple[list[str], bool]:
     """``nodes`` (a set that passes) with chunks removed while it still passes, halves first, then ever smaller
-    chunks (delta debugging's complement step); True when it ended 1-minimal rather than at ``deadline``."""
+    chunks (delta debugging's complement step); True when it ended 1-minimal rather than when ``clock`` was spent."""
     current, chunks = list(nodes), 2
     while len(current) > 1:
-        if time.perf_counter() > deadline:
-            return current, False
         size = math.ceil(len(current) / chunks)
         for start in range(0, len(current), size):
-            candidate = current[:start] + current[start + size:]
-            if time.perf_counter() > deadline:
+            if clock.spent:
                 return current, False
+            candidate = current[:start] + current[start + size:]
             if passes(candidate):
                 current, chunks = candidate, max(chunks - 1, 2)
                 break
@@ -173,13 +164,6 @@ def _shrink(nodes: list[str], passes: Any, deadline: float) -> tuple[list[str], 
 
 def _milliseconds(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any], settings: Settings, backend: str,
                   lowered: torch.fx.GraphModule) -> float:
-    """The compiled module's median time per call (``TIMED_CALLS`` calls after three to warm up)."""
+    """The compiled module's median time per call in ms (``runtime.profiling.profile``: ``TIMED_CALLS`` calls)."""
     stitched = compile(model, args, settings, backend, example_kwargs=kwargs, lowered=lowered)
-    times = []
-    with torch.no_grad():
-        for index in range(TIMED_CALLS + 3):
-            start = time.perf_counter()
-            stitched(*cloned(tuple(args)), **cloned(dict(kwargs)))
-            if index >= 3:
-                times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    return profile(stitched, *cloned(tuple(args)), repeat=TIMED_CALLS, kwargs=cloned(dict(kwargs))).total_s * 1e3

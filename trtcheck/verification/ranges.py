@@ -82,14 +82,14 @@ def range_findings(gm: torch.fx.GraphModule, values: dict[torch.fx.Node, Any], p
             count, total, extreme, pattern = inner or (
                 int(big.sum()), value.numel(), float(value.abs()[value.isfinite()].max()), _pattern(node, values, largest))
             overflowed.add(node)
-            found.append(RangeFinding(node.name, _op(node), "overflow", count, total, extreme, pattern, not inputs))
+            found.append(RangeFinding(node.name, str(node.target), "overflow", count, total, extreme, pattern, not inputs))
             continue
         if inputs:
             overflowed.add(node)  # inf flowing through: not a finding of its own
         tiny = (value != 0) & (value.abs() < smallest) & value.isfinite() if value is not None else None
         if tiny is not None and bool(tiny.any()):
             extreme = float(value.abs()[tiny].min())
-            found.append(RangeFinding(node.name, _op(node), "underflow", int(tiny.sum()), value.numel(), extreme,
+            found.append(RangeFinding(node.name, str(node.target), "underflow", int(tiny.sum()), value.numel(), extreme,
                                       f"rounds to zero in {precision}{_underflow_hint(node)}", True))
     return sorted(found, key=lambda f: (f.kind != "overflow", not f.origin, -f.count))
 
@@ -156,23 +156,24 @@ def _pattern(node: torch.fx.Node, values: dict[torch.fx.Node, Any], largest: flo
     if target in _POWERS or (target in (aten.mul.Tensor,) and len(node.args) == 2 and node.args[0] is node.args[1]):
         return "pow: a square or power of large values"
     if target in _REDUCTIONS:
-        source = _first_float(values.get(node.args[0])) if node.args else None
-        out = _first_float(values.get(node))
-        reduced = source.numel() // max(out.numel(), 1) if source is not None and out is not None else 0
+        reduced = _reduced_count(node, values)
         return f"a long sum over {reduced} values" if reduced >= LONG_SUM else f"a sum over {reduced} values"
     if target in _PRODUCTS:
         return "a matmul or convolution summing products past the range"
     return "values past the range"
 
 
+def _reduced_count(node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> int:
+    """How many values a reduction sums into each of its outputs (0 when either value is unknown)."""
+    source = _first_float(values.get(node.args[0])) if node.args else None
+    out = _first_float(values.get(node))
+    return source.numel() // max(out.numel(), 1) if source is not None and out is not None else 0
+
+
 def _underflow_hint(node: torch.fx.Node) -> str:
     if node.target in _EXPONENTIALS:
         return " (exp of very negative values: harmless unless divided by or logged later)"
     return ""
-
-
-def _op(node: torch.fx.Node) -> str:
-    return str(node.target)
 
 
 SUSPECT_MAGNITUDE = 512.0
@@ -189,7 +190,7 @@ def suspects(gm: torch.fx.GraphModule, values: dict[torch.fx.Node, Any]) -> list
             continue
         value = _first_float(values.get(node))
         large = value is not None and bool((value.abs()[value.isfinite()] >= SUSPECT_MAGNITUDE).any())
-        long_sum = node.target in _REDUCTIONS and _pattern(node, values).startswith("a long sum")
+        long_sum = node.target in _REDUCTIONS and _reduced_count(node, values) >= LONG_SUM
         if node.target in _SUSPECT_OPS or long_sum or large:
             found.append(node.name)
     return found
