@@ -4,8 +4,12 @@
 local loop. Choose one with hypothesis's own option, ``pytest --hypothesis-profile nightly``, or with the
 environment variable, ``HYPOTHESIS_PROFILE=nightly pytest``; the option wins when both are given.
 
-Tests marked ``sweep`` (the exhaustive tier: OpInfo samples in float16, int64 and bool, and three ops in four in
-float32) are deselected unless ``--sweeps`` or a ``-m`` expression naming ``sweep`` asks for them.
+Three tiers. The default (README command (2), before every commit: every module, in about five minutes on two
+cores) leaves two out, each deselected unless its option or a ``-m`` expression naming its marker asks for it:
+``slow`` (tests that take seconds each: every zoo model where the default tier takes two or three, subprocess
+runs of downstream projects, the memory and hash-seed checks; ``--slow``) and ``sweep`` (the exhaustive tier:
+OpInfo samples in float16, int64 and bool, and seven ops in eight in float32; ``--sweeps``). ``.ci/run`` runs the
+default tier, lint, the matrix, the slow tier, then a slice of the sweeps.
 """
 
 import os
@@ -58,19 +62,32 @@ def pytest_configure(config: pytest.Config) -> None:
         load_profile(name, "--hypothesis-profile")
 
 
+#: The tiers the default run leaves out: marker -> the option that brings them back.
+TIERS = {"slow": "--slow", "sweep": "--sweeps"}
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
+        "--slow", action="store_true", default=False,
+        help="also run the slow tier (tests marked slow: whole-zoo parametrizations, downstream projects run in "
+        "subprocesses, memory and hash-seed checks); the default tier keeps a few small models of each",
+    )
+    parser.addoption(
         "--sweeps", action="store_true", default=False,
-        help="also run the exhaustive sweeps (tests marked sweep: OpInfo samples in float16, int64 and bool, and three "
-        "ops in four in float32); the default tier runs every fourth op's float32 samples",
+        help="also run the exhaustive sweeps (tests marked sweep: OpInfo samples in float16, int64 and bool, and seven "
+        "ops in eight in float32); the default tier runs every eighth op's float32 samples",
     )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The default tier (README command (2)) leaves the sweeps out: deselected, and counted by pytest as such."""
-    if config.getoption("--sweeps") or "sweep" in (config.option.markexpr or ""):
+    """The default tier (README command (2)) leaves the slow tier and the sweeps out: deselected, and counted by
+    pytest as such. A ``-m`` expression naming a tier's marker decides about that tier itself."""
+    markexpr = config.option.markexpr or ""
+    left_out = [marker for marker, option in TIERS.items() if not config.getoption(option) and marker not in markexpr]
+    if not left_out:
         return
-    swept = [item for item in items if item.get_closest_marker("sweep")]
-    if swept:
-        config.hook.pytest_deselected(items=swept)
-        items[:] = [item for item in items if not item.get_closest_marker("sweep")]
+    deselected = [item for item in items if any(item.get_closest_marker(marker) for marker in left_out)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        chosen = set(map(id, deselected))
+        items[:] = [item for item in items if id(item) not in chosen]

@@ -75,6 +75,7 @@ def test_each_branch_is_stitched_with_its_engine(compiled_cond):
     assert compiled_cond.partition.fallbacks == []
 
 
+@pytest.mark.slow
 def test_both_branches_run_their_engines_and_match_eager(cond_model, compiled_cond):
     model, _ = cond_model
     stitched = compiled_cond.graph_module
@@ -87,6 +88,7 @@ def test_both_branches_run_their_engines_and_match_eager(cond_model, compiled_co
     assert engine_calls == {"true_graph_0": 1, "false_graph_0": 1}
 
 
+@pytest.mark.slow
 def test_a_call_with_grad_enabled_runs_the_branches_without_autograd(cond_model, compiled_cond):
     model, _ = cond_model
     (node,) = [n for n in compiled_cond.graph_module.graph.nodes if isinstance(n.target, WithoutAutograd)]
@@ -103,6 +105,7 @@ def test_a_cond_whose_branches_run_no_engine_keeps_autograd(cond_model):
     assert torch.ops.higher_order.cond in targets and not any(isinstance(t, WithoutAutograd) for t in targets)
 
 
+@pytest.mark.slow
 def test_verify_takes_both_branches(cond_model, monkeypatch):
     """verify's input sets (the example twice, then random ones) must run both stitched branches of the zoo model."""
     model, inputs = cond_model
@@ -121,6 +124,7 @@ def test_verify_takes_both_branches(cond_model, monkeypatch):
     assert calls == [{"true_graph_0": 4, "false_graph_0": 2}]
 
 
+@pytest.mark.slow
 def test_a_forced_op_inside_a_branch_splits_its_engines(cond_model):
     model, inputs = cond_model
     report = trtcheck.verify(model, inputs, trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::relu"]))
@@ -128,6 +132,7 @@ def test_a_forced_op_inside_a_branch_splits_its_engines(cond_model):
     assert [s.target for s in stitched_true.segments] == [Target.TENSORRT, Target.TORCH, Target.TENSORRT]
 
 
+@pytest.mark.slow
 def test_a_branch_segment_that_fails_to_convert_falls_back_and_is_reported(cond_model, monkeypatch):
     model, inputs = cond_model
 
@@ -182,6 +187,7 @@ def test_the_while_loop_body_runs_its_engine_every_iteration():
     assert calls == {"body": model.steps, "condition": model.steps + 1}
 
 
+@pytest.mark.slow
 def test_the_while_loop_verifies_with_the_body_in_an_engine():
     model, inputs = models.get("while_loop_body").build()
     report = trtcheck.verify(model, inputs, trtcheck.Settings(min_block_size=5))
@@ -189,6 +195,7 @@ def test_the_while_loop_verifies_with_the_body_in_an_engine():
     assert [s.target for s in body.segments] == [Target.TENSORRT] and len(body.segments[0].nodes) == 6
 
 
+@pytest.mark.slow
 def test_nested_conds_compile_and_match_eager_on_every_path():
     model = NestedCond().eval()
     torch.manual_seed(0)
@@ -207,6 +214,7 @@ def test_nested_conds_compile_and_match_eager_on_every_path():
     trtcheck.verify(model, example, trtcheck.Settings(min_block_size=1))
 
 
+@pytest.mark.slow
 def test_compile_leaves_the_shared_lowering_as_it_was(cond_model):
     model, inputs = cond_model
     lowered = LoweringCache().get("cond_branches", lambda: models.get("cond_branches").build())
@@ -216,6 +224,7 @@ def test_compile_leaves_the_shared_lowering_as_it_was(cond_model):
     assert lowered.true_graph_0 is true_branch and true_branch.code == code and not _engines(lowered)
 
 
+@pytest.mark.slow
 def test_stitched_branches_are_checked_too(compiled_cond):
     assert stitched_graph_violations(compiled_cond.graph_module) == []
     branch = compiled_cond.graph_module.false_graph_0
@@ -225,6 +234,7 @@ def test_stitched_branches_are_checked_too(compiled_cond):
     assert violation.rule == "stitched_graph" and violation.branch == "false_graph_0"
 
 
+@pytest.mark.slow
 def test_branch_conversions_are_compared_for_determinism(cond_model):
     model, inputs = cond_model
     first = convert(model, inputs, trtcheck.Settings(min_block_size=5), check_shapes=False)

@@ -202,6 +202,7 @@ def test_verify_fails_a_module_that_is_right_only_at_the_example_size():
 
 
 @pytest.mark.parametrize("preset", ["min_block_size_1", "torch_module"])
+@pytest.mark.slow
 def test_compiling_never_fixes_a_dynamic_size(preset):
     """Engine outputs with a transposed symbolic layout (the transformer's attention) used to be restrided with
     ``int(stride)``, which fixed ``seq`` to the example's 16 for every later user of the shared lowering."""
@@ -217,6 +218,7 @@ def test_compiling_never_fixes_a_dynamic_size(preset):
     assert isinstance(placeholder.meta["val"].shape[1], torch.SymInt)
 
 
+@pytest.mark.slow
 def test_what_reads_a_compiled_module_never_fixes_a_dynamic_size():
     """What the benchmarks and reports read after compiling must not guard either: ``boundary_traffic`` used
     ``int(size)`` for bytes, which fixed ``seq`` to 16 for every later test of the shared lowering (the
@@ -243,6 +245,7 @@ def test_what_reads_a_compiled_module_never_fixes_a_dynamic_size():
     assert specialized_symbols(gm) == {}
 
 
+@pytest.mark.slow
 def test_verify_reports_a_size_fixed_while_compiling(monkeypatch):
     """Put the bug back: a stitching step that compares a symbolic size makes verify fail, naming the size."""
     from trtcheck.runtime import stitch as stitching

@@ -256,6 +256,7 @@ def _positions(shape: list[int], layout: list[int | None], shapes: list[tuple[in
 
 @given(layout=layouts(), dtype=st.sampled_from([torch.float32, F16, torch.int64, torch.bool]),
        index_dtype=st.sampled_from([torch.int64, I32]), seed=st.integers(0, 2**16))
+@pytest.mark.slow
 def test_index_tensor_random_layouts(layout, dtype, index_dtype, seed) -> None:
     shape, used, shapes = layout
     indices = _positions(shape, used, shapes, index_dtype, seed)
@@ -274,6 +275,7 @@ def test_index_tensor_random_layouts(layout, dtype, index_dtype, seed) -> None:
 
 @given(layout=layouts(), dtype=st.sampled_from([torch.float32, torch.int32, torch.int64, torch.bool]),
        accumulate=st.booleans(), seed=st.integers(0, 2**16))
+@pytest.mark.slow
 def test_index_put_random_layouts(layout, dtype, accumulate, seed) -> None:
     """Values are another tensor read at the same positions, so a position written twice gets the same value
     twice (which write wins is unspecified); accumulating, integer-valued data make every order of sums exact."""

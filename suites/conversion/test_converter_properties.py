@@ -6,6 +6,7 @@ strict typing and ATen's implicit promotion disagree, so this is searched rather
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -93,6 +94,7 @@ _REDUCTIONS = {
     keep=st.booleans(),
     dtype=st.sampled_from([torch.float32, torch.int32, torch.int64, torch.bool]),
 )
+@pytest.mark.slow
 def test_reductions_over_random_axes(op, shape, data, keep, dtype) -> None:
     rank = len(shape)
     dims = data.draw(st.lists(st.integers(-rank, rank - 1), min_size=1, max_size=rank,
@@ -119,6 +121,7 @@ def test_reductions_over_random_axes(op, shape, data, keep, dtype) -> None:
     shape=st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple),
     data=st.data(),
 )
+@pytest.mark.slow
 def test_slice_and_permute_random_arguments(shape, data) -> None:
     rank = len(shape)
     dim = data.draw(st.integers(-rank, rank - 1), label="dim")

@@ -63,6 +63,7 @@ def test_every_registered_overload_has_a_case() -> None:
     assert not untested
 
 
+@pytest.mark.slow
 def test_emitted_onnx_ops_are_supported_by_tensorrt() -> None:
     """Every ONNX op type the converters emit (over all cases) is in TensorRT's documented list."""
     emitted: set[str] = set()

@@ -598,6 +598,7 @@ _SEQS = [2, 16, 128, *random.Random(0).sample(range(3, 128), 2)]
 
 
 @pytest.mark.parametrize("min_block_size", [1, 5])
+@pytest.mark.slow
 def test_transformer_layer_with_dynamic_sequence_stays_in_engines(transformer, min_block_size: int) -> None:
     """At least 80% of the compute nodes in TensorRT (measured: 74 of 74, one segment, at both settings); each
     segment, converted once, uses only what TensorRT parses, and the compiled module (its engines run by ONNX
@@ -618,6 +619,7 @@ def test_transformer_layer_with_dynamic_sequence_stays_in_engines(transformer, m
         torch.testing.assert_close(got, eager(model, (x,))[0], rtol=1e-4, atol=1e-4, msg=lambda m, seq=seq: f"seq {seq}: {m}")
 
 
+@pytest.mark.slow
 def test_resnet18_with_dynamic_batch_is_one_engine() -> None:
     torch.manual_seed(0)
     model = torchvision.models.resnet18().eval()

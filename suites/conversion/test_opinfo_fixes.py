@@ -192,6 +192,7 @@ def _batch_norm_inputs(dtype=torch.float16):
     return (torch.randn(5, 5, 5, generator=g).to(dtype), *(torch.rand(5, generator=g).to(dtype) + 0.5 for _ in range(4)))
 
 
+@pytest.mark.slow
 def test_float16_training_batch_norm_falls_back_naming_the_value_instead_of_raising() -> None:
     """PyTorch's meta says float32 running statistics for a float16 input, the CPU kernel gives float16:
     the TensorRT segment reading them falls back, and the reason says which value, and both dtypes."""

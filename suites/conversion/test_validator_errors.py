@@ -146,8 +146,7 @@ def _validator_crashes(gm: torch.fx.GraphModule, where: str) -> list[str]:
     return crashes
 
 
-# Lowering the whole zoo takes ~1 min on 2 cores ("slow" is the project's marker for that; the default
-# ``pytest`` run still runs it, only ``-m "not slow"`` skips it). The zoo lowering helper of
+# Lowering the whole zoo takes ~1 min on 2 cores: the slow tier (``--slow`` or ``-m slow``). The zoo lowering helper of
 # collect_zoo_overloads.py returns target names, not graphs, so the graph is lowered here.
 @pytest.mark.slow
 @pytest.mark.parametrize("name", models.names())

@@ -126,6 +126,7 @@ def test_every_engine_of_a_many_segment_model_gets_the_shared_machine_options():
         assert_no_idle_spinning(engine)
 
 
+@pytest.mark.slow
 def test_engines_work_in_a_process_that_configured_global_thread_pools():
     """After ``onnxruntime.set_global_thread_pool_sizes`` every session must use the global pools."""
     script = textwrap.dedent(

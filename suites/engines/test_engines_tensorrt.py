@@ -423,6 +423,7 @@ def test_compile_with_tensorrt_runs_every_segment_in_engines(trt):
     torch.testing.assert_close(compiled(x), model(x))
 
 
+@pytest.mark.slow
 def test_a_parser_refusal_falls_back_to_pytorch_with_the_parsers_message(trt):
     trt.state.refuse_ops = {"Erf"}
     model, x = ReluErfNeg(), torch.randn(4, 5)

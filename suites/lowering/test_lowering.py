@@ -145,6 +145,7 @@ class Traced(torch.nn.Module):
         return self.fc(x).cos()
 
 
+@pytest.mark.slow
 def test_an_exported_program_is_lowered_without_tracing_again():
     model, inputs = Traced().eval(), (torch.randn(2, 4),)
     TRACES.clear()
@@ -283,6 +284,7 @@ def test_own_mutable_state_gives_the_graph_its_own_buffer_and_leaves_the_model_a
     assert torch.equal(model.n, torch.tensor([0.0]))
 
 
+@pytest.mark.slow
 def test_copy_graph_module_copies_the_graph_and_shares_the_metadata(dynamic):
     model, gm, _ = dynamic
     copy = copy_graph_module(gm)
@@ -398,6 +400,7 @@ def test_lowering_cache_lowers_once_per_key():
     torch.testing.assert_close(first(*inputs), model(*inputs))
 
 
+@pytest.mark.slow
 def test_lowering_cache_refuses_a_build_whose_constants_change():
     values = itertools.count()
 
@@ -415,6 +418,7 @@ def test_lowering_cache_refuses_a_build_whose_constants_change():
     assert len(cache) == 0
 
 
+@pytest.mark.slow
 def test_lowering_cache_refuses_a_build_whose_graph_changes():
     models = itertools.cycle([torch.nn.ReLU, torch.nn.Sigmoid])
     cache = LoweringCache()
@@ -445,6 +449,7 @@ class Pads(torch.nn.Module):
         )
 
 
+@pytest.mark.slow
 def test_reflection_and_replication_pads_stay_whole():
     default = torch.export.default_decompositions()
     table = core_aten_table()

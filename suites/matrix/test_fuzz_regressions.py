@@ -219,6 +219,7 @@ def test_float16_convolution_chain_is_as_accurate_as_eager():
 
 
 # ---- bug 3 (torch.export, worked around in trtcheck): a Dim of range 1..2 shared by two inputs -----------------
+@pytest.mark.slow
 def test_a_dim_of_range_1_to_2_shared_by_two_inputs_keeps_them_equal():
     """The dynamic fuzzer's first find (shrunk): ``cat([x0, x1], 0)`` viewed as ``[2, size // 2, 3, 3, 3]``, both
     inputs' dim 0 the one ``Dim("batch", min=1, max=2)``. torch.export 2.14.1 returns range constraints

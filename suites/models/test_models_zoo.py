@@ -1,6 +1,6 @@
 """Every zoo entry builds, runs, is deterministic and exports the way downstream code needs.
 
-Heavy entries are marked ``slow`` but still run by default (deselect with ``-m "not slow"``).
+Heavy entries are in the slow tier (``--slow`` or ``-m slow``), the default tier runs the others.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _run_checking_fallback_module(model: nn.Module, inputs: tuple[Any, ...], ent
     return outputs
 
 
-@pytest.mark.parametrize("name", _params(models.DEFAULT_ZOO))
+@pytest.mark.parametrize("name", _params(models.DEFAULT_ZOO, slow_tags=frozenset({"heavy", "torchvision"})))
 def test_entry_builds_runs_and_is_deterministic(name):
     """One test per entry (building twice), because building is most of the cost of each check."""
     entry = models.get(name)

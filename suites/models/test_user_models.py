@@ -38,8 +38,8 @@ class History(nn.Module):
 
 
 @pytest.mark.parametrize("segmentation", ["naive", "dependency_aware", "optimal"])
-@pytest.mark.parametrize("forced", [[], ["aten::relu"]])
-@pytest.mark.parametrize("entry", ["kv_cache_step", "history"])
+@pytest.mark.parametrize("forced", [[], pytest.param(["aten::relu"], marks=pytest.mark.slow)])
+@pytest.mark.parametrize("entry", [pytest.param("kv_cache_step", marks=pytest.mark.slow), "history"])
 def test_reads_of_state_stay_before_the_write_that_follows_them(entry, forced, segmentation):
     if entry == "history":
         model, inputs = History().eval(), (torch.randn(2, 8), torch.tensor([1]))
@@ -90,6 +90,7 @@ class EmbeddingMaxNorm(nn.Module):
         return self.linear(self.embedding(indices))
 
 
+@pytest.mark.slow
 def test_an_embedding_with_max_norm_runs_with_autograd_on():
     indices = torch.tensor([[1, 2, 3]])
     report = trtcheck.verify(EmbeddingMaxNorm().eval(), (indices,), ONE)  # calls the compiled module with grad on too
@@ -115,6 +116,7 @@ def test_a_compiled_module_that_fails_with_autograd_on_fails_verify(monkeypatch)
 
 
 # --- defect 4: eager differs between grad modes -------------------------------------------------------------
+@pytest.mark.slow
 def test_a_transformer_whose_fast_path_differs_is_named_with_the_fix():
     layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
     model = nn.TransformerEncoder(layer, 2).eval()  # as users write it: nested tensors, the fast path under no_grad
@@ -170,7 +172,11 @@ class Ops(nn.Module):
 
 
 @pytest.mark.parametrize(
-    "op", ["aten::linear", "aten::softmax", "aten::layer_norm", "aten::log_softmax", "aten::masked_fill", "aten::conv1d"]
+    "op",
+    [
+        "aten::linear", "aten::log_softmax",
+        *(pytest.param(op, marks=pytest.mark.slow) for op in ("aten::softmax", "aten::layer_norm", "aten::masked_fill", "aten::conv1d")),
+    ],
 )
 def test_a_forced_op_survives_lowering_and_runs_in_pytorch(op):
     settings = trtcheck.Settings(min_block_size=1, torch_executed_ops=[op])
@@ -198,6 +204,7 @@ def test_a_forward_that_runs_autograd_with_dynamic_shapes_says_what_to_do():
 
 
 # --- defect 10: ExportedProgram and .pt2 as inputs of compile and verify ----------------------------------------
+@pytest.mark.slow
 def test_an_exported_program_and_its_pt2_file_compile_and_verify(tmp_path):
     model, inputs = trtcheck_zoo.get("reloaded_weights").build()
     program = torch.export.export(model, inputs)

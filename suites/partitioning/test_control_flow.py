@@ -112,7 +112,7 @@ def _ops(segment):
 # --- the control-flow node in the parent ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("segmentation", ["dependency_aware", "naive", "optimal"])
+@pytest.mark.parametrize("segmentation", ["dependency_aware", *(pytest.param(s, marks=pytest.mark.slow) for s in ("naive", "optimal"))])
 def test_cond_is_a_do_not_merge_torch_segment_with_its_getitem(segmentation):
     partition = _partition(CondBranches(), trtcheck.Settings(min_block_size=1, segmentation=segmentation))
     index, segment = _segment_of_flow(partition)
@@ -136,6 +136,7 @@ def test_neighbouring_torch_segments_stay_apart_from_the_cond():
     assert trtcheck.check_invariants(partition) == []
 
 
+@pytest.mark.slow
 def test_isolation_splits_a_torch_segment_around_the_node_and_keeps_its_getitems():
     partition = _partition(CondBranches(), trtcheck.Settings(min_block_size=5))
     merged = Segment(Target.TORCH, [node for segment in partition.segments[1:] for node in segment.nodes])
@@ -165,6 +166,7 @@ def test_require_full_compilation_names_the_cond():
 # --- branches ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_each_branch_is_partitioned_with_the_same_settings():
     partition = _partition(CondBranches(), trtcheck.Settings(min_block_size=5))
     assert set(partition.subpartitions) == BRANCHES
@@ -185,6 +187,7 @@ def test_a_forced_op_inside_a_branch_runs_in_torch():
     assert trtcheck.check_invariants(partition) == []
 
 
+@pytest.mark.slow
 def test_a_forced_module_enclosing_the_cond_forces_both_branches():
     partition = _partition(CondBranches(), trtcheck.Settings(min_block_size=1, torch_executed_modules=["gate"]))
     assert partition.reasons[_node(partition, "cond")].kind is ReasonKind.FORCED_MODULE  # the user's word first
@@ -216,6 +219,7 @@ def test_parameters_are_inlined_into_a_copy_of_the_branch():
     assert original.code == code and all(p.users for p in original.graph.nodes if p.name == "p_gate_up_weight")
 
 
+@pytest.mark.slow
 def test_a_users_graph_module_and_its_branches_are_left_as_they_were():
     model, inputs = CondBranches().eval(), (torch.randn(4, 8),)
     lowered = trtcheck.lower(model, inputs)
@@ -225,6 +229,7 @@ def test_a_users_graph_module_and_its_branches_are_left_as_they_were():
     assert (lowered.code, lowered.true_graph_0.code, lowered.false_graph_0.code) == before
 
 
+@pytest.mark.slow
 def test_mutable_state_stays_an_input_of_the_branch():
     partition = _partition(StatefulCond())
     for name in BRANCHES:
@@ -236,6 +241,7 @@ def test_mutable_state_stays_an_input_of_the_branch():
     assert trtcheck.check_invariants(partition) == []
 
 
+@pytest.mark.slow
 def test_a_loop_carried_constant_stays_an_input_of_the_body():
     partition = _partition(CarriedBuffer())
     body = partition.subpartitions["while_loop_body_graph_0"]
@@ -244,6 +250,7 @@ def test_a_loop_carried_constant_stays_an_input_of_the_body():
     assert {"arg0_1", "arg1_1", "arg4_1"} <= {value.name for value in body.segments[0].inputs}
 
 
+@pytest.mark.slow
 def test_nested_conds_are_partitioned_recursively():
     partition = _partition(NestedCond())
     outer = partition.subpartitions["true_graph_0"]
@@ -260,6 +267,7 @@ def test_nested_conds_are_partitioned_recursively():
 # --- printout and explain ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_printout_lists_each_branch_indented_under_its_name():
     text = str(_partition(NestedCond()))
     assert "\nSub-partition true_graph_0 (a branch of %cond):\n    Segment Block @0:\n        Target: TensorRT" in text
@@ -267,6 +275,7 @@ def test_the_printout_lists_each_branch_indented_under_its_name():
     assert "\nSub-partition false_graph_0 (a branch of %cond):\n" in text
 
 
+@pytest.mark.slow
 def test_explain_names_branch_nodes_with_their_branch():
     partition = _partition(NestedCond(), trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::sigmoid"]))
     lines = partition.explain().splitlines()
@@ -278,6 +287,7 @@ def test_explain_names_branch_nodes_with_their_branch():
     assert partition.explain([relu]) == "true_graph_0/true_graph_0/relu (aten::relu): TensorRT - convertible"
 
 
+@pytest.mark.slow
 def test_the_summary_counts_branch_nodes_and_engines():
     partition = _partition(CondBranches(), trtcheck.Settings(min_block_size=5))
     summary = ExplainSummary.of(partition)
@@ -295,6 +305,7 @@ def test_the_summary_counts_branch_nodes_and_engines():
     assert partition.summary().endswith("; in 2 branch graphs: 2 segments: 2 TensorRT (13 compute nodes), 0 Torch (0 compute nodes)")
 
 
+@pytest.mark.slow
 def test_summary_groups_name_branch_nodes_with_their_branch():
     partition = _partition(CondBranches(), trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::relu"]))
     groups = {group.kind: group.nodes for group in ExplainSummary.of(partition).torch_groups}
@@ -302,6 +313,7 @@ def test_summary_groups_name_branch_nodes_with_their_branch():
     assert groups[ReasonKind.CONTROL_FLOW] == ("cond",)
 
 
+@pytest.mark.slow
 def test_the_html_page_draws_the_parent_and_sums_up_branches():
     partition = _partition(CondBranches(), trtcheck.Settings(min_block_size=5))
     page = partition_html(partition)
@@ -329,6 +341,7 @@ def test_a_control_flow_node_in_tensorrt_is_caught(cond_partition):
     assert (violation.segment, violation.node) == (1, "cond") and "in a TensorRT segment" in violation.message
 
 
+@pytest.mark.slow
 def test_a_control_flow_segment_without_do_not_merge_is_caught(cond_partition):
     cond_partition.segments[1].do_not_merge = False
     messages = [v.message for v in _violations(cond_partition, "control_flow")]
@@ -336,6 +349,7 @@ def test_a_control_flow_segment_without_do_not_merge_is_caught(cond_partition):
     assert "merge" in {v.rule for v in trtcheck.check_invariants(cond_partition)}  # and it now could merge
 
 
+@pytest.mark.slow
 def test_a_control_flow_node_merged_with_other_nodes_is_caught(cond_partition):
     cond, head = cond_partition.segments[1], cond_partition.segments.pop(2)
     cond.nodes += head.nodes
@@ -343,6 +357,7 @@ def test_a_control_flow_node_merged_with_other_nodes_is_caught(cond_partition):
     assert violation.message == "control-flow node merged with other nodes (permute_1, addmm_1)"
 
 
+@pytest.mark.slow
 def test_a_getitem_away_from_its_control_flow_node_is_caught(cond_partition):
     getitem = cond_partition.segments[1].nodes.pop()
     cond_partition.segments[2].nodes.insert(0, getitem)
@@ -350,6 +365,7 @@ def test_a_getitem_away_from_its_control_flow_node_is_caught(cond_partition):
     assert violation.node == "cond" and "getitem(s) getitem of its result lie in other segments" in violation.message
 
 
+@pytest.mark.slow
 def test_a_missing_or_stray_subpartition_is_caught(cond_partition):
     false = cond_partition.subpartitions.pop("false_graph_0")
     (violation,) = _violations(cond_partition, "subpartition")
@@ -367,6 +383,7 @@ def test_violations_inside_a_branch_name_the_branch(cond_partition):
     assert str(violation) == "[placement] branch true_graph_0, node tanh_1: compute node in no segment"
 
 
+@pytest.mark.slow
 def test_violations_of_a_nested_branch_name_its_path():
     partition = _partition(NestedCond())
     inner = partition.subpartitions["true_graph_0"].subpartitions["false_graph_0"]
@@ -376,6 +393,7 @@ def test_violations_of_a_nested_branch_name_its_path():
     assert ("placement", dropped.name) in {(v.rule, v.node) for v in violations}
 
 
+@pytest.mark.slow
 def test_forced_modules_are_checked_inside_branches():
     partition = _partition(CondBranches(), trtcheck.Settings(min_block_size=1, torch_executed_modules=["gate"]))
     partition.subpartitions["false_graph_0"].segments[0].target = Target.TENSORRT

@@ -252,6 +252,7 @@ def test_non_tensor_graph_input_keeps_its_consumer_in_torch():
 # --- require_full_compilation -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_require_full_compilation_gives_one_engine_or_names_the_blockers(seed_inputs):
     settings = trtcheck.Settings(require_full_compilation=True, min_block_size=10)
     partition = trtcheck.partition(SeedModel(), seed_inputs, settings, lambda n: True)

@@ -270,8 +270,8 @@ def test_settings_accept_optimal_and_suggest_it():
 @pytest.mark.parametrize(("name", "preset"), [
     ("seed_lgamma", "min_block_size_1"),
     ("multi_output_ops", "min_block_size_3"),
-    ("module_fallback", "torch_module"),
-    ("residual_unsupported", "torch_relu"),
+    pytest.param("module_fallback", "torch_module", marks=pytest.mark.slow),
+    pytest.param("residual_unsupported", "torch_relu", marks=pytest.mark.slow),
 ])
 def test_compiled_optimal_partitions_compute_what_eager_computes(name, preset):
     from dataclasses import replace

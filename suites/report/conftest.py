@@ -1,8 +1,10 @@
-"""Real pytest-benchmark files for the report tests, produced once per test session.
+"""Real pytest-benchmark files for the report tests.
 
-``report_runs.generate`` runs a small benchmark suite three times (~20 s on two cores). Under
-pytest-xdist every worker would do it again, so the first worker writes the files into the directory
-the workers share, under a file lock, and the others read them.
+``bench_files``: the runs recorded in ``suites/report/recorded`` (``report_runs.RUNS``, real files of a real
+benchmark suite, ``python -m suites.report.report_runs --record``), unpacked once per worker. ``live_bench_files``:
+the same runs made now (``report_runs.generate`` runs the suite four times, ~50 s on two cores; under
+pytest-xdist the first worker writes them into the directory the workers share, under a file lock, and the
+others read them): the slow tier's check that the recordings still have the structure a run writes.
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ from suites.report import report_runs
 
 @pytest.fixture(scope="session")
 def bench_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """``{"baseline": path, "changed": path, "other_machine": path, "rerun": path}``, written by real benchmark runs."""
+    """``{"baseline": path, "changed": path, "other_machine": path, "rerun": path}``: real benchmark runs, recorded."""
+    return report_runs.recorded(tmp_path_factory.mktemp("recorded_bench_runs"))
+
+
+@pytest.fixture(scope="session")
+def live_bench_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """``bench_files``' runs, made now by real benchmark runs."""
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # shared by all workers of this session

@@ -16,6 +16,10 @@ same mechanisms a real change would go through:
   (``aten.relu.default``) raises, so the TensorRT segments holding it fall back to PyTorch.
 
     python -m suites.report.report_runs OUT_DIR      # writes baseline.json, slower.json, ... by hand
+    python -m suites.report.report_runs --record     # re-records the runs the default tier reads (RECORDED)
+
+The default tier reads recorded runs (``RECORDED``: real files of this suite, ~50 s to make on two cores); the
+slow tier makes them again and checks that their structure is still the recordings'.
 """
 
 from __future__ import annotations
@@ -191,6 +195,44 @@ def generate(directory: Path) -> dict[str, Path]:
     return paths
 
 
+RECORDED = Path(__file__).resolve().parent / "recorded"
+"""The runs the default tier's report tests read (``RECORDED / "baseline.json.gz"``, ...): real runs of ``RUNS``,
+recorded with ``--record``. The slow tier runs them again and requires the same structure
+(``suites/report/test_report_recordings.py``), so a change to what a run writes cannot pass on stale files."""
+
+
+def record(directory: Path = RECORDED) -> dict[str, Path]:
+    """Run ``RUNS`` and keep each file, gzipped, in ``directory``: what ``recorded`` hands the report tests."""
+    import gzip
+    import shutil
+    import tempfile
+
+    directory.mkdir(parents=True, exist_ok=True)
+    kept = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for name, path in generate(Path(scratch)).items():
+            kept[name] = directory / f"{name}.json.gz"
+            with open(path, "rb") as source, gzip.GzipFile(kept[name], "wb", mtime=0) as target:
+                shutil.copyfileobj(source, target)
+    return kept
+
+
+def recorded(directory: Path) -> dict[str, Path]:
+    """The recorded runs unpacked into ``directory``, by run name (``RUNS``)."""
+    import gzip
+
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for spec in RUNS:
+        paths[spec.name] = directory / f"{spec.name}.json"
+        with gzip.open(RECORDED / f"{spec.name}.json.gz", "rb") as source:
+            paths[spec.name].write_bytes(source.read())
+    return paths
+
+
 if __name__ == "__main__":
-    for name, path in generate(Path(sys.argv[1])).items():
+    # python -m suites.report.report_runs OUT_DIR    the runs, as JSON files in OUT_DIR
+    # python -m suites.report.report_runs --record   the runs, recorded for the default tier (RECORDED)
+    made = record() if sys.argv[1] == "--record" else generate(Path(sys.argv[1]))
+    for name, path in made.items():
         print(name, path)

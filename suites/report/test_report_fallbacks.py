@@ -27,6 +27,7 @@ def _fell_back(run):
     return [g for g in run.groups if g.fallbacks]
 
 
+@pytest.mark.slow
 def test_the_run_records_the_fallback_and_equivalence_still_passes(fallback_run):
     run = load_run(fallback_run)
     fell_back = _fell_back(run)
@@ -35,6 +36,7 @@ def test_the_run_records_the_fallback_and_equivalence_still_passes(fallback_run)
     assert all(not g.fallbacks for g in run.groups if g.model != SPLIT_MODEL)
 
 
+@pytest.mark.slow
 def test_a_fallback_is_a_failure_even_without_a_baseline(fallback_run):
     run = load_run(fallback_run)
     summary = summarize([run])
@@ -45,6 +47,7 @@ def test_a_fallback_is_a_failure_even_without_a_baseline(fallback_run):
     assert failure.describe().startswith(f"{failure.label}: FAILED: {failure.group.fallbacks} TensorRT segment(s) fell back to PyTorch")
 
 
+@pytest.mark.slow
 def test_the_report_shows_it_as_fail_in_red_and_first(fallback_run, tmp_path):
     result = write_report(load_runs([fallback_run]), tmp_path)
     group = _fell_back(result.summary.latest)[0]
@@ -61,6 +64,7 @@ def test_the_report_shows_it_as_fail_in_red_and_first(fallback_run, tmp_path):
     assert passing and text.count("| PASS (") == len(passing)
 
 
+@pytest.mark.slow
 def test_fail_on_regression_exits_1_on_a_fallback(fallback_run, tmp_path, capsys):
     argv = ["report", str(fallback_run), "--out", str(tmp_path)]
     assert main(argv) == 0  # without the flag a failure is reported, not fatal
@@ -69,6 +73,7 @@ def test_fail_on_regression_exits_1_on_a_fallback(fallback_run, tmp_path, capsys
     assert f"{SPLIT_MODEL}/min_block_size_1: FAILED:" in out and "fell back to PyTorch" in out
 
 
+@pytest.mark.slow
 def test_fail_on_regression_exits_1_on_a_fallback_against_a_clean_baseline(bench_files, fallback_run, tmp_path):
     # --baseline: which of the two files was written last depends on fixture order, not on this test.
     result = write_report(load_runs([fallback_run]), tmp_path, baseline=load_run(bench_files["baseline"]))

@@ -99,6 +99,7 @@ def test_the_cross_machine_warning_is_at_the_top_of_both_documents(bench_files, 
     assert "REGRESSED" not in text and "not checked" in text
 
 
+@pytest.mark.slow
 def test_the_latency_history_keeps_its_axes_with_the_whole_zoo(bench_files, tmp_path):
     """With 130+ model/preset lines (the default matrix), a fixed-size figure gave the legend all the room and
     the axes none: matplotlib warned and drew an empty strip. The figure must grow with the legend."""

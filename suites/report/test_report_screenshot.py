@@ -18,6 +18,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow
 def test_the_rendered_report_shows_the_plots(bench_files, tmp_path):
     from matplotlib.image import imread
 
@@ -45,6 +46,7 @@ def _many_long_named_groups(data):
 
 
 @pytest.mark.parametrize("width", [1400, 400])  # a laptop's window and a phone's
+@pytest.mark.slow
 def test_nothing_overflows_the_page_sideways(bench_files, derive, tmp_path, width):
     """The summary table (its regression column last) and the plots stay inside the page: the right margin is blank."""
     from matplotlib.image import imread

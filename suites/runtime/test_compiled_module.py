@@ -72,6 +72,7 @@ def test_aliased_example_inputs_compile_a_module_right_for_independent_inputs(en
     _engines_ran_once(compiled, engine_calls)
 
 
+@pytest.mark.slow
 def test_shape_analysis_runs_on_the_example_inputs_not_random_ones():
     model, (a, b) = models.get("spd_solve").build()
     compiled = trtcheck.compile(model, (a, b), ONE, backend="onnxruntime")  # random inputs make cholesky raise
@@ -227,6 +228,7 @@ def test_a_module_list_named_by_its_attribute_is_forced_to_torch():
             assert partition.target_of(node) is trtcheck.Target.TORCH
 
 
+@pytest.mark.slow
 def test_readme_python_blocks_run(tmp_path, monkeypatch):
     """Every ```python block of README.md runs (the README's own example once passed aliased inputs). The block
     the README introduces as the user's ``mymodels/nets.py`` is written there, as the user would, and imported

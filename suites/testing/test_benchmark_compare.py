@@ -104,6 +104,7 @@ def test_a_slowed_stitched_module_fails_the_comparison(zoo_suite, monkeypatch):
     assert len(regressed) == 1 and "stitched" in regressed[0] and "eager" not in regressed[0], regressed
 
 
+@pytest.mark.slow
 def test_an_unchanged_second_run_passes_the_comparison(zoo_suite):
     saved_baseline(zoo_suite)
     result = compare(zoo_suite)

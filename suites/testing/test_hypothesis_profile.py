@@ -49,6 +49,7 @@ def run(pytester, monkeypatch):
     ],
     ids=["default", "option", "environment", "option-over-environment"],
 )
+@pytest.mark.slow
 def test_the_profile_comes_from_the_option_then_the_environment(run, args, env, expected):
     result = run(*args, env=env)
     result.assert_outcomes(passed=1)

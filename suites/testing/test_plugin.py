@@ -26,6 +26,7 @@ def test_without_the_flag_trtcheck_tests_are_skipped_with_a_reason(pytester):
     result.stdout.fnmatch_lines(["*run with --trtcheck*"])
 
 
+@pytest.mark.slow
 def test_with_the_flag_a_downstream_test_runs_across_the_presets(pytester):
     pytester.makepyfile(test_down=DOWNSTREAM)
     result = pytester.runpytest("--trtcheck", "-v")
@@ -34,6 +35,7 @@ def test_with_the_flag_a_downstream_test_runs_across_the_presets(pytester):
     result.stdout.fnmatch_lines(["*test_mine?min_block_size_1? PASSED*", "*test_mine?torch_relu? PASSED*"])
 
 
+@pytest.mark.slow
 def test_presets_come_from_the_option_or_the_ini_file(pytester):
     pytester.makepyfile(test_down=DOWNSTREAM)
     result = pytester.runpytest("--trtcheck", "--trtcheck-settings", "naive,torch_add", "-v")
@@ -109,6 +111,7 @@ def test_compiled(trtcheck_compile, trtcheck_settings):
     result.assert_outcomes(passed=2)
 
 
+@pytest.mark.slow
 def test_works_under_xdist(pytester):
     pytester.makepyfile(test_down=DOWNSTREAM)
     result = pytester.runpytest_subprocess("--trtcheck", "-n", "2")

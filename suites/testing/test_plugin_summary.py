@@ -3,6 +3,8 @@ zoo models only), what each passing verification compared, and, under ``-q``, th
 
 from __future__ import annotations
 
+import pytest
+
 DOWNSTREAM = """
 import torch
 
@@ -34,6 +36,7 @@ def test_the_summary_says_what_each_passing_verification_compared(pytester):
     ])
 
 
+@pytest.mark.slow
 def test_quiet_runs_still_say_why_trtcheck_tests_were_skipped_and_what_ran(pytester):
     pytester.makepyfile(test_down=DOWNSTREAM)
     result = pytester.runpytest("-q")
@@ -44,6 +47,7 @@ def test_quiet_runs_still_say_why_trtcheck_tests_were_skipped_and_what_ran(pytes
     result.stdout.fnmatch_lines(["trtcheck: engine backend: onnxruntime (requested explicitly)", "trtcheck: presets: min_block_size_1"])
 
 
+@pytest.mark.slow
 def test_a_run_ends_with_a_five_second_summary(pytester):
     """Issue 25: the matrix's last lines say how many verifications passed, failed and were skipped, the fallbacks,
     the worst error of a pass and the slowest test, whatever scrolled by above."""

@@ -26,6 +26,7 @@ def test_compare_a_users_factory_prints_a_row_per_partitioner(factories, capsys)
     assert (segs, bound, engines) == (3, 3, 2)
 
 
+@pytest.mark.slow
 def test_compare_honours_the_settings_and_partitioners(capsys):
     assert main(["compare", "resnet18", "--min-block-size", "1", "--torch-executed-ops", "aten::relu",
                  "--partitioners", "dependency_aware,optimal"]) == 0

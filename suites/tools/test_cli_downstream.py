@@ -58,6 +58,7 @@ def test_module_option_before_model_does_not_swallow_it(factories: Path, capsys)
     assert "torch_executed_modules" in out, out
 
 
+@pytest.mark.slow
 def test_an_unwritable_report_dir_is_one_warning_line_naming_the_commands_option(tmp_path: Path, wrong_relu, capsys):
     """Not pytest's --trtcheck-report, and not a Python warning with its source line."""
     (tmp_path / "a_file").write_text("")

@@ -226,6 +226,7 @@ def test_bad_settings_are_a_usage_error_before_the_model_is_built(factories, cap
     assert "aten::rleu" in err and "factory raised" not in err
 
 
+@pytest.mark.slow
 def test_the_installed_command_exits_2_on_a_bad_target_and_on_bad_usage(tmp_path):
     script = Path(sys.executable).with_name("trtcheck")
     done = subprocess.run([script, "partition", "resnet81"], capture_output=True, text=True, timeout=300, check=False)

@@ -3,11 +3,14 @@ exit 1 when one is found, 0 when the outputs match; and ``trtcheck verify`` prin
 
 from __future__ import annotations
 
+import pytest
+
 from trtcheck.tools.cli import main
 
 ORT = ["--backend", "onnxruntime"]
 
 
+@pytest.mark.slow
 def test_reduce_writes_a_repro_of_the_wrong_op_and_exits_1(tmp_path, wrong_relu, capsys):
     path = wrong_relu
     out_dir = tmp_path / "reduced"

@@ -9,6 +9,7 @@ from trtcheck.tools.cli import main
 ORT = ["--backend", "onnxruntime"]
 
 
+@pytest.mark.slow
 def test_a_passing_factory_exits_0_with_the_report(factories, capsys):
     assert main(["verify", f"{factories}:build", "--min-block-size", "1", *ORT]) == 0
     out = capsys.readouterr().out
@@ -20,6 +21,7 @@ def test_a_pt2_program_verifies_against_itself(program, capsys):
     assert "net.pt2: PASSED" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_zoo_entry_uses_its_own_input_sets(capsys):
     assert main(["verify", "spd_solve", "--min-block-size", "1", *ORT]) == 0  # random inputs: cholesky fails
     assert "spd_solve: PASSED" in capsys.readouterr().out
@@ -35,12 +37,14 @@ def test_a_wrong_converter_fails_with_exit_1_and_the_differences(tmp_path, wrong
     assert "repro: python" in out and list(report_dir.rglob("repro.py"))
 
 
+@pytest.mark.slow
 def test_a_nondeterministic_model_fails_with_exit_1_naming_its_random_ops(factories, capsys):
     assert main(["verify", f"{factories}:noisy", *ORT]) == 1
     out = capsys.readouterr().out
     assert "FAILED" in out and "nondeterministic" in out and "native_dropout" in out
 
 
+@pytest.mark.slow
 def test_a_fallback_fails_unless_allowed(broken_relu, capsys):
     path = broken_relu
     argv = ["verify", f"{path}:build", "--min-block-size", "1", *ORT]

@@ -138,6 +138,7 @@ def test_without_expecttest_it_says_so_at_once_and_the_totals_do_not_claim_measu
     assert "  with converter: " in captured.out and "measured: 0" not in captured.out
 
 
+@pytest.mark.slow
 def test_measuring_reports_progress_on_stderr(main_in_process, capsys) -> None:
     pytest.importorskip("expecttest")
     assert main_in_process(["--ops", "sin", "--totals"]) == 0

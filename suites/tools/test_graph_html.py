@@ -103,6 +103,7 @@ def _wide_and_deep(width: int, depth: int) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(torch.nn.Module(), graph)
 
 
+@pytest.mark.slow
 def test_a_large_graph_renders_in_linear_time():
     measured = {}
     for depth in (100, 400):  # 1,000 and 4,000 nodes
@@ -135,6 +136,7 @@ def test_an_unwritable_html_path_is_a_usage_error(tmp_path, capsys):
 @pytest.mark.skipif(
     screenshot_report.find_browser() is None, reason="no chromium on PATH: the page is not rendered (apt-get install -y chromium)"
 )
+@pytest.mark.slow
 def test_the_page_renders_both_targets_in_chromium(seed_partition, tmp_path):
     from matplotlib.image import imread
 

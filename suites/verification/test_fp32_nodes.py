@@ -56,6 +56,7 @@ def _findings(model, inputs, precision="fp16"):
     return range_findings(gm, record_eager(gm, [t.clone() for t in inputs]), precision)
 
 
+@pytest.mark.slow
 def test_overflows_are_named_with_their_pattern_origins_first():
     exp = _findings(*exp_sum())
     assert [(f.node, f.kind, f.origin) for f in exp[:2]] == [("exp", "overflow", True), ("sum_1", "overflow", False)]
@@ -95,6 +96,7 @@ def test_nodes_kept_in_float32_by_name_or_op_make_it_verify(keep):
     assert report.passed
 
 
+@pytest.mark.slow
 def test_keeping_too_few_still_fails():
     """The kept set is really honoured per node: exp alone in float32 still overflows in the sum."""
     model, inputs = exp_sum()
@@ -121,6 +123,7 @@ def test_a_node_name_the_graph_does_not_have_is_named_with_the_graphs_nodes():
         trtcheck.compile(*exp_sum(), dataclasses.replace(FP16, fp32_nodes=["layer_norm"]), backend="onnxruntime")
 
 
+@pytest.mark.slow
 def test_the_search_finds_a_set_from_which_no_node_can_be_dropped():
     model, inputs = exp_sum()
     found = search_fp32_nodes(model, inputs, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime", timed=False)
@@ -149,6 +152,7 @@ def test_the_search_needs_nothing_for_a_model_in_range_and_finds_nothing_for_a_w
     assert found.fp32_nodes is None and "the mismatch is not one of precision" in str(found)
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_setting_and_refuses_fp32(tmp_path, capsys):
     path = tmp_path / "mine.py"
     path.write_text(

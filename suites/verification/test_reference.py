@@ -41,6 +41,7 @@ def _model() -> nn.Module:
     return OffCenterNorm().eval()
 
 
+@pytest.mark.slow
 def test_an_ill_conditioned_model_passes_against_float64_and_fails_the_fixed_tolerances():
     model, example = _model(), _inputs()
     with pytest.raises(trtcheck.VerificationError):

@@ -86,6 +86,7 @@ def test_settings_json_loads_back_into_equal_resolved_settings(case):
     assert resolve_ops(again.torch_executed_ops) == resolve_ops(settings.torch_executed_ops)
 
 
+@pytest.mark.slow
 def test_script_dry_run_from_another_directory_loads_everything(tmp_path, case):
     gm, inputs, settings = case
     folder = write_repro(tmp_path / "deep" / "er", gm, inputs, settings, "onnxruntime", "mismatch in out[0]")
@@ -99,6 +100,7 @@ def test_script_dry_run_from_another_directory_loads_everything(tmp_path, case):
     assert "backend: onnxruntime" in out and "trtcheck.verify not called" in out
 
 
+@pytest.mark.slow
 def test_script_without_dry_run_calls_verify(tmp_path, case):
     _, _, settings = case
     inputs = (torch.randn(2, 3), torch.randn(4))
@@ -151,6 +153,7 @@ def test_reloaded_model_with_a_dict_input_compiles(tmp_path, case):
     torch.testing.assert_close(compiled(*inputs), gm(*inputs))
 
 
+@pytest.mark.slow
 def test_symbolic_trace_graph_of_aten_ops_and_a_leaf_module(tmp_path):
     class Traced(torch.nn.Module):
         def __init__(self):

@@ -47,6 +47,7 @@ def broken_add_converter():
         yield
 
 
+@pytest.mark.slow
 def test_a_fallback_fails_verify_by_default_naming_the_segment_and_error(broken_add_converter):
     expected = r"(?s)\[fallback\].*segment @0.*broken on purpose.*allow_fallbacks=True"
     with pytest.raises(trtcheck.VerificationError, match=expected) as caught:
@@ -91,6 +92,7 @@ _HASH_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_two_processes_with_different_hash_seeds_convert_identically():
     names = ["seed_lgamma", "multi_output_ops", "module_fallback", "dict_output", "counter"]
     outputs = []
@@ -279,6 +281,7 @@ _RSS_SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads RSS from /proc (Linux)")
+@pytest.mark.slow
 def test_compiling_and_dropping_200_models_does_not_grow_memory_without_bound():
     """In a fresh interpreter: a test process's RSS also moves with what earlier tests freed or cached."""
     done = subprocess.run([sys.executable, "-c", _RSS_SCRIPT], cwd=REPO, capture_output=True, text=True, timeout=900)
