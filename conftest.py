@@ -6,7 +6,7 @@ environment variable, ``HYPOTHESIS_PROFILE=nightly pytest``; the option wins whe
 
 Three tiers. The default (README command (2), before every commit: every module, in about five minutes on two
 cores) leaves two out, each deselected unless its option or a ``-m`` expression naming its marker asks for it:
-``slow`` (tests that take seconds each: every zoo model where the default tier takes two or three, subprocess
+``slow`` (tests that take seconds each: every zoo model where the default tier takes one or two, subprocess
 runs of downstream projects, the memory and hash-seed checks; ``--slow``) and ``sweep`` (the exhaustive tier:
 OpInfo samples in float16, int64 and bool, and seven ops in eight in float32; ``--sweeps``). ``.ci/run`` runs the
 default tier, lint, the matrix, the slow tier, then a slice of the sweeps.
@@ -86,8 +86,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     left_out = [marker for marker, option in TIERS.items() if not config.getoption(option) and marker not in markexpr]
     if not left_out:
         return
-    deselected = [item for item in items if any(item.get_closest_marker(marker) for marker in left_out)]
+    kept, deselected = [], []
+    for item in items:
+        (deselected if any(item.get_closest_marker(marker) for marker in left_out) else kept).append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        chosen = set(map(id, deselected))
-        items[:] = [item for item in items if id(item) not in chosen]
+        items[:] = kept

@@ -119,12 +119,12 @@ def build_model(name: str) -> tuple[torch.nn.Module, tuple, Any]:
     return model, tuple(inputs), entry.dynamic_shapes
 
 
-def _rss_kib() -> int:
+def rss_kib() -> int:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
 
 
-def _reset_peak() -> bool:
+def reset_peak() -> bool:
     """Reset this process's peak RSS (``ru_maxrss``) to its current RSS; False where the kernel does not let it."""
     try:
         with open("/proc/self/clear_refs", "w") as refs:
@@ -178,8 +178,8 @@ def child(tool: str, name: str, keep_denormals: bool) -> None:
     model, inputs, dynamic_shapes = build_model(name)
     run = _run_trtcheck if tool == "trtcheck" else _run_peer
     gc.collect()
-    reset = _reset_peak()
-    before = _rss_kib()
+    reset = reset_peak()
+    before = rss_kib()
     try:
         result = run(model, inputs, dynamic_shapes)
     except Exception as error:  # noqa: BLE001 - a benchmark reports a tool's failure and goes on

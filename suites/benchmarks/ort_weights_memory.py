@@ -6,13 +6,13 @@ Each way in a fresh process: the model (any zoo name, or ``bert_base``, see ``be
 ``trtcheck`` (one segment at the default settings), then the RSS above that point is printed after building one
 CPU session of its first segment:
 
-* ``memory``: what ``trtcheck.compile`` does: the weight-free model, its weights as in-memory external
-  initializers (``engines.onnxruntime._add_weights``);
+* ``memory``: what ``trtcheck.compile`` does (``build_engines``): the weight-free model, its weights as
+  in-memory external initializers;
 * ``file``: what ``torch.onnx.export`` hands ONNX Runtime: the model saved with every weight in an external-data
   file, the session opened by path.
 
-Measured (issue 25, bert_base, 417 MiB of weights, quiet machine): memory +569 MiB kept (peak +594); file +358 MiB
-kept (peak +539, most of it the full in-memory model this script builds to save it). A benchmark: it prints,
+Measured (issue 25, bert_base, 417 MiB of weights, quiet machine): memory +527 MiB kept (peak +583); file +373 MiB
+kept (peak +545, most of it the full in-memory model this script builds to save it). A benchmark: it prints,
 asserts nothing.
 """
 
@@ -34,17 +34,20 @@ def child(name: str, how: str) -> None:
     import onnxruntime as ort
     import torch
 
-    from suites.benchmarks.bench_compile import _reset_peak, _rss_kib, build_model
+    from suites.benchmarks.bench_compile import build_model, reset_peak, rss_kib
     from trtcheck.build.clock import Clock
-    from trtcheck.build.convert import convert
-    from trtcheck.engines.onnxruntime import _add_weights, session_options
+    from trtcheck.build.convert import OnnxModels, convert
+    from trtcheck.build.engine_build import build_engines
+    from trtcheck.lowering.symbols import symbol_ranges
 
     torch.set_flush_denormal(True)
     model, inputs, dynamic_shapes = build_model(name)
-    segment = convert(model, inputs, None, clock=Clock(), dynamic_shapes=dynamic_shapes).onnx_models.segment(0)
+    conversion = convert(model, inputs, None, clock=Clock(), dynamic_shapes=dynamic_shapes)
+    index = min(conversion.onnx_models)
+    segment = conversion.onnx_models.segment(index)
     gc.collect()
-    _reset_peak()
-    before = _rss_kib()
+    reset_peak()
+    before = rss_kib()
     with tempfile.TemporaryDirectory() as folder:
         if how == "file":
             path = os.path.join(folder, "segment.onnx")
@@ -52,11 +55,10 @@ def child(name: str, how: str) -> None:
                       location="segment.onnx.data", size_threshold=1024)
             gc.collect()
             session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-        else:
-            options = session_options()
-            _add_weights(options, segment.weights)
-            session = ort.InferenceSession(segment.model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        kept = (_rss_kib() - before) / 1024
+        else:  # compile's own engine build, on this segment alone
+            only = OnnxModels({index: segment})
+            session = build_engines(conversion.partition, only, {}, "onnxruntime", Clock(), symbol_ranges(conversion.graph_module))
+        kept = (rss_kib() - before) / 1024
         peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
         del session
     weights = sum(t.numel() * t.element_size() for t in segment.weights.values()) / 2**20
