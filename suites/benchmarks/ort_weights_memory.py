@@ -3,41 +3,38 @@
     python -m suites.benchmarks.ort_weights_memory [--model bert_base] [--how memory file]
 
 Each way in a fresh process: the model (any zoo name, or ``bert_base``, see ``bench_compile``) is converted by
-``trtcheck`` (one segment at the default settings), then the RSS above that point is printed after building one
-CPU session of its first segment:
+``trtcheck`` (one segment at the default settings), then the RSS above that point is printed after compile's own
+engine build (``build_engines``) of its first segment, its weights handed over one way or the other whatever
+their size (``trtcheck.engines.onnxruntime.WEIGHTS_FILE_BYTES`` set to match):
 
-* ``memory``: what ``trtcheck.compile`` does (``build_engines``): the weight-free model, its weights as
-  in-memory external initializers;
-* ``file``: what ``torch.onnx.export`` hands ONNX Runtime: the model saved with every weight in an external-data
-  file, the session opened by path.
+* ``memory``: the weight-free model, its weights as in-memory external initializers;
+* ``file``: the model and an external-data file written from the weights' memory into a temporary folder, the
+  session opened by path (as ``torch.onnx.export``'s model is): what compile does from 1 MiB of weights on.
 
-Measured (issue 25, bert_base, 417 MiB of weights, quiet machine): memory +527 MiB kept (peak +583); file +373 MiB
-kept (peak +545, most of it the full in-memory model this script builds to save it). A benchmark: it prints,
-asserts nothing.
+Measured (issue 25, bert_base, 417 MiB of weights, quiet machine): before the file way existed, in memory +527 MiB
+kept (peak +583) against +373 MiB kept for ``onnx.save(..., save_as_external_data=True)`` opened by path. A
+benchmark: it prints, asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import os
 import resource
 import subprocess
 import sys
-import tempfile
 
 HOWS = ("memory", "file")
 
 
 def child(name: str, how: str) -> None:
-    import onnx
-    import onnxruntime as ort
     import torch
 
     from suites.benchmarks.bench_compile import build_model, reset_peak, rss_kib
     from trtcheck.build.clock import Clock
     from trtcheck.build.convert import OnnxModels, convert
     from trtcheck.build.engine_build import build_engines
+    from trtcheck.engines import onnxruntime as onnxruntime_engine
     from trtcheck.lowering.symbols import symbol_ranges
 
     torch.set_flush_denormal(True)
@@ -48,19 +45,12 @@ def child(name: str, how: str) -> None:
     gc.collect()
     reset_peak()
     before = rss_kib()
-    with tempfile.TemporaryDirectory() as folder:
-        if how == "file":
-            path = os.path.join(folder, "segment.onnx")
-            onnx.save(segment.full(), path, save_as_external_data=True, all_tensors_to_one_file=True,
-                      location="segment.onnx.data", size_threshold=1024)
-            gc.collect()
-            session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-        else:  # compile's own engine build, on this segment alone
-            only = OnnxModels({index: segment})
-            session = build_engines(conversion.partition, only, {}, "onnxruntime", Clock(), symbol_ranges(conversion.graph_module))
-        kept = (rss_kib() - before) / 1024
-        peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-        del session
+    onnxruntime_engine.WEIGHTS_FILE_BYTES = 0 if how == "file" else sys.maxsize
+    only = OnnxModels({index: segment})
+    engines = build_engines(conversion.partition, only, {}, "onnxruntime", Clock(), symbol_ranges(conversion.graph_module))
+    kept = (rss_kib() - before) / 1024
+    peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    del engines
     weights = sum(t.numel() * t.element_size() for t in segment.weights.values()) / 2**20
     print(f"{name} {how:6s}: session keeps +{kept:.0f} MiB, peak +{peak:.0f} MiB (weights {weights:.0f} MiB)", flush=True)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import tempfile
 
 import onnx
 import onnxruntime as ort
@@ -12,7 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import helper
 
+from trtcheck.conversion.context import weight_placeholder
 from trtcheck.engines import EngineBuildError, OnnxRuntimeEngine, TensorSpec, build_engine
+from trtcheck.engines import onnxruntime as ort_engine
+from trtcheck.engines.base import onnx_elem_type
 from trtcheck.engines.onnxruntime import session_options
 
 
@@ -281,3 +285,65 @@ def test_engine_uses_the_public_binding_where_onnx_runtime_lacks_the_pybind_one(
     x = torch.randn(2, 3)
     torch.testing.assert_close(engine(x)[0], torch.relu(x))
     assert calls == [1]
+
+
+# --- weights: in memory below WEIGHTS_FILE_BYTES, through an external-data file from it on (issue 25) ----------
+def _weighted_model(weights: dict[str, torch.Tensor]) -> onnx.ModelProto:
+    """z = (x @ w0) + w1 ... : every weight a placeholder (held by reference, as trtcheck's converters emit it)."""
+    names = list(weights)
+    nodes = [helper.make_node("MatMul", ["x", names[0]], ["h0"])]
+    for i, name in enumerate(names[1:], 1):
+        nodes.append(helper.make_node("Add", [f"h{i - 1}", name], [f"h{i}"]))
+    nodes.append(helper.make_node("Identity", [f"h{len(names) - 1}"], ["z"]))
+    elem = onnx_elem_type(weights[names[0]].dtype)
+    inputs = [helper.make_tensor_value_info("x", elem, [2, weights[names[0]].shape[0]])]
+    outputs = [helper.make_tensor_value_info("z", elem, [2, weights[names[0]].shape[1]])]
+    graph = helper.make_graph(nodes, "segment", inputs, outputs, [weight_placeholder(n, t) for n, t in weights.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])  # a placeholder has no data to check
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("file_bytes", [0, 1 << 40], ids=["file", "memory"])
+def test_weights_reach_the_session_once_and_are_the_engines_own(monkeypatch, tmp_path, dtype, file_bytes):
+    """The same engine whichever way its weights travel: its outputs are torch's, changing the tensors afterwards
+    changes nothing, and the temporary folder of the file way is gone once the session exists. Three weights of odd
+    sizes, so that offsets in the data file are aligned (a misaligned offset would still run: the values check it)."""
+    monkeypatch.setattr(ort_engine, "WEIGHTS_FILE_BYTES", file_bytes)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    saved = []
+    original = ort_engine._weights_file
+    monkeypatch.setattr(ort_engine, "_weights_file", lambda *a: saved.append(a[2]) or original(*a))
+    g = torch.Generator().manual_seed(0)
+    weights = {
+        "w0": torch.randn(37, 19, generator=g).to(dtype),
+        "w1": torch.randn(19, generator=g).to(dtype),
+        "w2": torch.randn(2, 19, generator=g).to(dtype),
+    }
+    expected_weights = {name: t.clone() for name, t in weights.items()}
+    x = torch.randn(2, 37, generator=g).to(dtype)
+    x_spec, z_spec = spec("x", (2, 37), dtype), spec("z", (2, 19), dtype)
+    engine = build_engine(_weighted_model(weights), [x_spec], [z_spec], backend="onnxruntime", weights=weights)
+    assert len(saved) == (1 if file_bytes == 0 else 0)
+    assert list(tmp_path.iterdir()) == []  # the folder (model and weights.bin) is removed
+    for tensor in weights.values():
+        tensor.fill_(1000.0)  # the engine copied them
+    expected = (x.float() @ expected_weights["w0"].float() + expected_weights["w1"].float() + expected_weights["w2"].float()).to(dtype)
+    (out,) = engine(x)
+    (again,) = engine(x)
+    tol = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 0.1, "rtol": 0.02}
+    torch.testing.assert_close(out, expected, **tol)
+    torch.testing.assert_close(again, out, atol=0, rtol=0)
+
+
+def test_a_megabyte_of_weights_takes_the_file(monkeypatch):
+    """At the real threshold: 1 MiB of weights goes through a file, a row less in memory."""
+    saved = []
+    original = ort_engine._weights_file
+    monkeypatch.setattr(ort_engine, "_weights_file", lambda *a: saved.append(a[2]) or original(*a))
+    for rows, through_file in ((512, True), (511, False)):
+        w = torch.ones(rows, 512)  # 4 bytes x 512 x 512 = 1 MiB
+        model = _weighted_model({"w": w})
+        engine = build_engine(model, [spec("x", (2, rows))], [spec("z", (2, 512))], backend="onnxruntime", weights={"w": w})
+        torch.testing.assert_close(engine(torch.ones(2, rows))[0], torch.full((2, 512), float(rows)))
+        assert bool(saved) is through_file, rows
+        saved.clear()

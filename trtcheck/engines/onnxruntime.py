@@ -9,17 +9,21 @@ allocated beforehand from the (static) output specs.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
+import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import ClassVar
 
 import onnx
 import onnxruntime as ort
 import torch
+from onnx import TensorProto
 
+from trtcheck.conversion.context import weight_bytes
 from trtcheck.engines.base import Engine, check_model_signature, onnx_elem_type, register_backend
 from trtcheck.engines.precision import emulate, needs_emulation
 from trtcheck.errors import EngineBuildError
@@ -99,9 +103,17 @@ def _direct_binding(session: ort.InferenceSession):
     return (lambda: new_binding(sess)), run, cpu
 
 
+WEIGHTS_FILE_BYTES = 1 << 20
+"""Weights of at least this many bytes in all reach ONNX Runtime in an external-data file (``_weights_file``);
+fewer, as in-memory external initializers (``_add_weights``), which skips the file for the thousands of small
+engines a test run builds."""
+
+_WEIGHTS_ALIGNMENT = 4096  # each weight starts on a page of the data file, so that ONNX Runtime can map it
+
+
 def _add_weights(options: ort.SessionOptions, weights: Mapping[str, torch.Tensor]) -> None:
     """Hand ``weights`` (the model's weight placeholders' tensors, CPU and contiguous) to the session as in-memory
-    external initializers, without a copy: ONNX Runtime copies each into the session while it is created, so
+    external initializers, without a copy here: ONNX Runtime copies each into the session while it is created, so
     the engine owns its weights (changing the tensors afterwards changes no engine: ``suites/engines``) and
     the serialized model it parses holds none. Against a serialized model holding them, that saves the
     bytes, ONNX Runtime's parse of them and its ModelProto's copy (measured on a 128 MiB MatMul weight: peak
@@ -116,6 +128,53 @@ def _add_weights(options: ort.SessionOptions, weights: Mapping[str, torch.Tensor
         names.append(name)
         values.append(value)
     options.add_external_initializers(names, values)
+
+
+def _weights_file(model: onnx.ModelProto, weights: Mapping[str, torch.Tensor], folder: str) -> str:
+    """Save ``model`` in ``folder`` with ``weights`` in one external-data file beside it, written straight from the
+    tensors' memory (no serialized copy), and return the model's path: what ``torch.onnx.export`` hands ONNX
+    Runtime. Over a file, the session keeps each weight once: the pre-packed copy of a MatMul or Conv weight
+    replaces the original, where over in-memory initializers it keeps both (issue 25, bert_base's 417 MiB of
+    weights, ``python -m suites.benchmarks.ort_weights_memory``: +527 MiB kept, peak +583, in memory; +375 kept,
+    peak +382, from the file)."""
+    saved = onnx.ModelProto()
+    saved.CopyFrom(model)  # holds no weight data: cheap
+    data_name = "weights.bin"
+    offset = 0
+    with open(os.path.join(folder, data_name), "wb") as data:
+        for proto in saved.graph.initializer:
+            tensor = weights.get(proto.name) if proto.data_location == TensorProto.EXTERNAL else None
+            if tensor is None:
+                continue
+            offset += -offset % _WEIGHTS_ALIGNMENT
+            data.seek(offset)
+            raw = weight_bytes(tensor)
+            data.write(raw)
+            del proto.external_data[:]
+            for key, value in (("location", data_name), ("offset", str(offset)), ("length", str(raw.nbytes))):
+                proto.external_data.add(key=key, value=value)
+            offset += raw.nbytes
+    path = os.path.join(folder, "segment.onnx")
+    with open(path, "wb") as file:
+        file.write(saved.SerializeToString())
+    return path
+
+
+@contextlib.contextmanager
+def _session_source(
+    model: onnx.ModelProto, options: ort.SessionOptions, weights: Mapping[str, torch.Tensor] | None
+) -> Iterator[str | bytes]:
+    """What ``ort.InferenceSession`` is given: a path into a temporary folder holding the model and its weights'
+    file (``_weights_file``, ``WEIGHTS_FILE_BYTES`` or more), or the weight-free model's bytes with the weights
+    added to ``options``. The folder is removed once the session exists: ONNX Runtime has read or mapped the data by
+    then, and an unlinked file stays readable through a mapping."""
+    if weights and sum(t.numel() * t.element_size() for t in weights.values()) >= WEIGHTS_FILE_BYTES:
+        with tempfile.TemporaryDirectory(prefix="trtcheck-weights-", ignore_cleanup_errors=True) as folder:
+            yield _weights_file(model, weights, folder)
+        return
+    if weights:
+        _add_weights(options, weights)
+    yield model.SerializeToString()
 
 
 def node_origins(model: onnx.ModelProto) -> dict[str, str]:
@@ -258,8 +317,6 @@ class OnnxRuntimeEngine(Engine):
         self.node_origins = node_origins(model)
         """``{ONNX node name: what it was converted from}``, for error messages (``explain_node_names``)."""
         options = session_options() if options is None else options
-        if weights:
-            _add_weights(options, weights)
         self.run_times: list[int] | None = None
         """None, or a list that every call appends its nanoseconds inside ``run_with_iobinding`` to (``trtcheck.profile``)."""
         self._cuda = _cuda_ep_usable()
@@ -268,18 +325,17 @@ class OnnxRuntimeEngine(Engine):
         if _GLOBAL_POOLS:
             options.use_per_session_threads = False
         try:
-            serialized = model.SerializeToString()  # without weights' data when they come as ``weights``
-            try:
-                self._session = ort.InferenceSession(serialized, options, providers=providers)
-            except Exception as exc:
-                if "use_per_session_threads must be false" not in str(exc) or not options.use_per_session_threads:
-                    raise
-                # This process configured ONNX Runtime's global thread pools (set_global_thread_pool_sizes):
-                # every session must then use them. Only pools are shared; the other options stay.
-                _GLOBAL_POOLS = True
-                options.use_per_session_threads = False
-                self._session = ort.InferenceSession(serialized, options, providers=providers)
-            del serialized
+            with _session_source(model, options, weights) as source:
+                try:
+                    self._session = ort.InferenceSession(source, options, providers=providers)
+                except Exception as exc:
+                    if "use_per_session_threads must be false" not in str(exc) or not options.use_per_session_threads:
+                        raise
+                    # This process configured ONNX Runtime's global thread pools (set_global_thread_pool_sizes):
+                    # every session must then use them. Only pools are shared; the other options stay.
+                    _GLOBAL_POOLS = True
+                    options.use_per_session_threads = False
+                    self._session = ort.InferenceSession(source, options, providers=providers)
         except Exception as exc:  # ORT raises several pybind exception types (Fail, InvalidGraph, ...)
             origin = explain_node_names(str(exc), self.node_origins)
             raise EngineBuildError(
