@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 DOWNSTREAM = """
@@ -109,6 +111,41 @@ def test_compiled(trtcheck_compile, trtcheck_settings):
 """)
     result = pytester.runpytest("--trtcheck", "--trtcheck-settings", "min_block_size_1,torch_relu", "--trtcheck-backend", "onnxruntime")
     result.assert_outcomes(passed=2)
+
+
+MATRIX_PAIRS = """
+def test_pair(trtcheck_model_entry, trtcheck_preset, worker_id):
+    pass
+"""
+
+
+@pytest.mark.slow
+def test_under_xdist_each_zoo_model_runs_on_one_worker(pytester):
+    """``-n 2`` hands a zoo model's presets to one worker (``ModelScheduling``), which then lowers it once; under
+    xdist's own ``load`` they alternated between the workers (checked: this failed with the hook returning None)."""
+    pytester.makepyfile(test_pairs=MATRIX_PAIRS)
+    models = "tuple_output,counter,module_fallback,scalar_input,list_input,dict_output"
+    result = pytester.runpytest_subprocess("--trtcheck", "-n", "2", "-v", "-p", "no:randomly", f"--trtcheck-models={models}")
+    workers: dict[str, set[str]] = {}
+    for line in result.outlines:
+        match = re.search(r"\[(gw\d)\].*test_pair\[(\w+)-\w+\]", line)
+        if match:
+            workers.setdefault(match.group(2), set()).add(match.group(1))
+    assert sorted(workers) == sorted(models.split(",")), result.outlines
+    assert all(len(found) == 1 for found in workers.values()), workers
+    assert len(set().union(*workers.values())) == 2, workers  # and both workers had work
+
+
+def test_model_scope_groups_a_zoo_models_tests_and_nothing_else():
+    from trtcheck.testing.scheduling import model_scope
+
+    models = frozenset({"resnet18", "hf_bert"})
+    assert model_scope("t.py::test_zoo_model[resnet18-torch_relu]", models) == "t.py::test_zoo_model[resnet18"
+    assert model_scope("t.py::test_zoo_model[resnet18-torch_relu-fp16]", models) == "t.py::test_zoo_model[resnet18"
+    assert model_scope("t.py::test_compiles[hf_bert]", models) == "t.py::test_compiles[hf_bert"
+    assert model_scope("t.py::test_zoo_model[resnet50-torch_relu]", models) == "t.py::test_zoo_model[resnet50-torch_relu]"
+    assert model_scope("t.py::test_other", models) == "t.py::test_other"
+    assert model_scope("t.py::test_x[1-resnet18]", models) == "t.py::test_x[1-resnet18]"
 
 
 @pytest.mark.slow

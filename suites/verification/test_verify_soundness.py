@@ -77,6 +77,21 @@ def test_determinism_is_checked_from_scratch_on_the_onnx_bytes(monkeypatch):
         trtcheck.verify(AddMul(), _inputs(), ONE, backend="onnxruntime")
 
 
+def test_the_determinism_check_serializes_no_weight(monkeypatch):
+    """Comparing two conversions reads the weight-free models and the weights' memory (``SegmentOnnx.same_as``):
+    serializing a model with its weights (seconds for vit_b_16, twice per verify) is what it avoids. Mapping's own
+    ``in`` read (serialized) each model, so this failed before ``OnnxModels.__contains__`` (issue 25)."""
+    import trtcheck.build.convert as convert_module
+
+    def refused(self):
+        raise AssertionError("serialized a model with its weights")
+
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64))  # 16 KiB weights: held by reference
+    monkeypatch.setattr(convert_module.SegmentOnnx, "serialized", refused)
+    report = trtcheck.verify(model, (torch.randn(2, 64),), ONE, backend="onnxruntime")
+    assert report.passed and report.partition.segments
+
+
 _HASH_SCRIPT = textwrap.dedent(
     """
     import hashlib, sys, torch, models, trtcheck

@@ -100,6 +100,9 @@ class OnnxModels(MutableMapping[int, bytes]):
         model = self._models[index]
         return model if isinstance(model, bytes) else model.serialized()
 
+    def __contains__(self, index: object) -> bool:
+        return index in self._models  # Mapping's own would read (serialize) the model
+
     def __setitem__(self, index: int, model: SegmentOnnx | bytes) -> None:
         self._models[index] = model
 

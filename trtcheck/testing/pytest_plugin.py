@@ -178,6 +178,18 @@ def pytest_configure(config: pytest.Config) -> None:
         quiet_torch_trace_log()
 
 
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--trtcheck`` under pytest-xdist's default ``--dist load`` (what ``-n N`` means), schedule each zoo
+    model's tests on one worker (``trtcheck.testing.scheduling``), so that each model is lowered once; an explicit
+    other ``--dist`` is left alone."""
+    if not config.getoption("trtcheck") or config.getoption("dist", "no") != "load":
+        return None
+    from trtcheck.testing.scheduling import ModelScheduling  # deferred: xdist is optional
+
+    return ModelScheduling(config, log, harness(config).models)
+
+
 def quiet_torch_trace_log() -> bool:
     """Keep torch's structured-trace records out of each failing test's "Captured log" section.
 
