@@ -69,15 +69,16 @@ def branch_determinism_violations(first: Mapping[str, Converted], again: Mapping
     return [violation.inside(name) for name, branch in first.items() for violation in conversion_differences(branch, again[name])]
 
 
-def check_eager_is_deterministic(model, example_inputs, kwargs, state, partition: Partition) -> None:
-    """Run eager twice from the same state on the same inputs; raise when it disagrees with itself."""
+def check_eager_is_deterministic(model, example_inputs, kwargs, state, partition: Partition) -> Any:
+    """Run eager twice from the same state on the same inputs; raise when it disagrees with itself. Returns the
+    (bitwise agreed) outputs under no_grad, which verify reuses wherever eager would compute them again."""
     first = run_eager(model, tuple(example_inputs), kwargs, 0, generated=False)
     restore_state(model, state)
     second = run_eager(model, tuple(example_inputs), kwargs, 0, generated=False)
     restore_state(model, state)
     comparison = compare_outputs(first, second, rtol=0.0, atol=0.0)
     if comparison.passed:
-        return
+        return first
     random_ops = sorted({str(node.target) for node in partition.graph_module.graph.nodes if _is_random(node)})
     ops = f"; its random ops: {', '.join(random_ops)}" if random_ops else ""
     raise NondeterministicModelError(
@@ -112,7 +113,7 @@ def check_compiled_is_deterministic(stitched: Any, model: torch.nn.Module, examp
 
 def grad_mode_violations(
     model: torch.nn.Module, example_inputs: Sequence[Any], kwargs: dict, state: Mapping[str, torch.Tensor],
-    rtol: float | None = None, atol: float | None = None,
+    rtol: float | None = None, atol: float | None = None, inference: Any = None,
 ) -> list[Violation]:
     """Eager under ``torch.no_grad()`` against eager with autograd on, on the examples from the same state,
     within the check's tolerances (``rtol``/``atol``).
