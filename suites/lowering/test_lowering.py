@@ -12,8 +12,9 @@ import torch.fx
 import torch.nn.functional as F
 from torch.export import Dim
 
+import trtcheck_zoo
 from trtcheck.errors import LoweringError
-from trtcheck.lowering.decompositions import core_aten_table
+from trtcheck.lowering.decompositions import core_aten_table, kept_whole
 from trtcheck.lowering.export import LOWERING_SECONDS, LoweringCache, independent_inputs, lower
 from trtcheck.lowering.graph import copy_graph_module, is_mutable_state, own_mutable_state, writes_to
 from trtcheck.lowering.symbols import (
@@ -398,6 +399,31 @@ def test_lowering_cache_lowers_once_per_key():
     assert first.meta[LOWERING_SECONDS] > 0
     model, inputs = build()
     torch.testing.assert_close(first(*inputs), model(*inputs))
+    once = LoweringCache(twice=False)  # the matrix's: one build
+    builds.clear()
+    once.get("inner", build)
+    assert len(builds) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", trtcheck_zoo.names())
+def test_every_zoo_model_lowers_alike_twice_from_scratch(name):
+    """What the matrix's lowering cache no longer checks (it lowers once): two fresh builds of each zoo model lower to
+    the same graph and constants, under every kept-whole op set its presets use."""
+    from trtcheck.names import resolve_ops
+    from trtcheck.presets import DEFAULT_PRESETS, PRESETS
+
+    entry = trtcheck_zoo.get(name)
+    keeps = {}
+    for preset in DEFAULT_PRESETS:
+        settings = PRESETS[preset].settings_for(entry.fallback_module)
+        if settings is not None:
+            keep = resolve_ops(settings.torch_executed_ops)
+            keeps.setdefault(kept_whole(keep), keep)
+    cache = LoweringCache()
+    for keep in keeps.values():
+        cache.get(name, entry.build, entry.dynamic_shapes, keep)  # raises LoweringError naming the difference
+    assert len(cache) == len(keeps)
 
 
 @pytest.mark.slow
