@@ -69,20 +69,28 @@ class Lookup(nn.Module):
 
 def test_verify_compares_on_drawn_indices_that_stay_valid(monkeypatch):
     verifying = importlib.import_module("trtcheck.verification.verify")  # the module: the package exports verify()
+    checking = importlib.import_module("trtcheck.verification.determinism")
 
-    seen = []
+    seen, checks = [], []
     run_eager = verifying.run_eager
 
-    def recording(model, input_set, *args, **kwargs):
-        seen.append(input_set[0].clone())
-        return run_eager(model, input_set, *args, **kwargs)
+    def recording(into):
+        def run(model, input_set, *args, **kwargs):
+            into.append((input_set[0].clone(), kwargs.get("grad", False)))
+            return run_eager(model, input_set, *args, **kwargs)
 
-    monkeypatch.setattr(verifying, "run_eager", recording)
+        return run
+
+    monkeypatch.setattr(verifying, "run_eager", recording(seen))
+    monkeypatch.setattr(checking, "run_eager", recording(checks))
     ids = torch.tensor([[0, 5, 2], [3, 1, 4]])
     report = trtcheck.verify(Lookup(), (ids, torch.randn(2, 3, 4)), ONE, backend="onnxruntime", num_inputs=4)
-    # 3 generated sets: eager's outputs on the example (and the example again) come from the determinism check
-    assert report.passed and len(seen) == 3 and len(report.comparisons) == 5
-    generated = seen
+    # Eager on the example: twice for its determinism, once with autograd on for the grad-mode check; its no_grad
+    # outputs serve the grad-mode check and the example's two comparisons (issue 25). Then 3 generated sets.
+    assert report.passed and len(report.comparisons) == 5
+    assert [grad for _, grad in checks] == [False, False, True] and all(torch.equal(s, ids) for s, _ in checks)
+    generated = [s for s, _ in seen]
+    assert len(generated) == 3
     assert all(0 <= int(s.min()) and int(s.max()) <= 5 for s in generated)
     assert not any(torch.equal(s, ids) for s in generated), "the integer input must be redrawn, not kept"
 

@@ -122,9 +122,12 @@ def grad_mode_violations(
     turns padded positions to zeros); torch.export traces the other one, so the compiled module computes what
     eager computes with autograd on. A difference is a violation naming it and the fix, not an unexplained
     "outputs differ"; the comparisons then use eager with autograd on, which is what was compiled.
+    ``inference``: eager's no_grad outputs on the examples from ``state`` where already computed
+    (``check_eager_is_deterministic``'s).
     """
-    inference = run_eager(model, tuple(example_inputs), kwargs, 0, generated=False, grad=False)
-    restore_state(model, state)
+    if inference is None:
+        inference = run_eager(model, tuple(example_inputs), kwargs, 0, generated=False, grad=False)
+        restore_state(model, state)
     training = run_eager(model, tuple(example_inputs), kwargs, 0, generated=False, grad=True)
     restore_state(model, state)
     comparison = compare_outputs(inference, detached(training), rtol=rtol, atol=atol)  # other kernels: rounding differs
