@@ -79,16 +79,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def _untimed_benchmark(config: pytest.Config, item: pytest.Item) -> bool:
+    """A zoo benchmark where pytest-benchmark times nothing (under xdist, or ``--benchmark-disable``): it would only
+    compile every model under every preset once more, untimed, doubling the main job (README command (1), whose
+    verifications compile them already). pytest-benchmark's own test of xdist, mirrored."""
+    if item.get_closest_marker("trtcheck") is None or "benchmark" not in getattr(item, "fixturenames", ()):
+        return False
+    xdist = config.getoption("dist", "no") != "no" or bool(os.environ.get("PYTEST_XDIST_WORKER"))
+    disabled = config.getoption("benchmark_disable", False) and not config.getoption("benchmark_enable", False)
+    return xdist or disabled
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The default tier (README command (2)) leaves the slow tier and the sweeps out: deselected, and counted by
-    pytest as such. A ``-m`` expression naming a tier's marker decides about that tier itself."""
+    pytest as such. A ``-m`` expression naming a tier's marker decides about that tier itself. Zoo benchmarks that
+    would time nothing are deselected too (``_untimed_benchmark``)."""
     markexpr = config.option.markexpr or ""
     left_out = [marker for marker, option in TIERS.items() if not config.getoption(option) and marker not in markexpr]
-    if not left_out:
-        return
     kept, deselected = [], []
     for item in items:
-        (deselected if any(item.get_closest_marker(marker) for marker in left_out) else kept).append(item)
+        leave = any(item.get_closest_marker(marker) for marker in left_out) or _untimed_benchmark(config, item)
+        (deselected if leave else kept).append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept

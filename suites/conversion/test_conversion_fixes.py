@@ -326,6 +326,57 @@ def test_linear_whose_input_is_a_graph_output_compiles() -> None:
     assert "Transpose" not in {n.op_type for n in model.graph.node}  # the unused one was pruned
 
 
+class LinearOnTransposed(torch.nn.Module):
+    """nn.Linear on a non-contiguous 3-D input: lowers to ``bmm(x, view(expand(permute(W))))`` (BERT's
+    attention output), not to ``mm``."""
+
+    def __init__(self, features: int = 6, out: int = 5) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(features, out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x.transpose(0, 1))
+
+
+def _matmul_operand_producers(compiled: trtcheck.CompiledModule) -> list[str]:
+    """The op type producing each MatMul's second operand."""
+    (model,) = (onnx.load_from_string(m) for m in compiled.conversion.onnx_models.values())
+    producer = {out: n.op_type for n in model.graph.node for out in n.output}
+    return [producer.get(n.input[1], "initializer") for n in model.graph.node if n.op_type == "MatMul"]
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic_batch"])
+def test_linear_on_a_non_contiguous_input_multiplies_the_matrix_itself(dynamic: bool) -> None:
+    """The engine gets MatMul(x, W^T) broadcast over the batch, not an Expand of the weight, which ONNX
+    Runtime folds into a batch-sized copy of every such weight (issue 25)."""
+    model, x = LinearOnTransposed().eval(), torch.randn(3, 4, 6)
+    lowered_targets = {n.target for n in trtcheck.lower(model, (x,)).graph.nodes}
+    assert {torch.ops.aten.bmm.default, torch.ops.aten.expand.default} <= lowered_targets  # the case is the one meant
+    if dynamic:
+        batch = torch.export.Dim("batch", min=2, max=16)
+        compiled = trtcheck.compile(model, (x,), ONE, dynamic_shapes=({1: batch},))
+        for size in (2, 7):
+            other = torch.randn(3, size, 6)
+            with torch.no_grad():
+                torch.testing.assert_close(compiled(other), model(other))
+    else:
+        compiled = _compile_and_compare(model, x)
+    assert not compiled.partition.fallbacks
+    assert _matmul_operand_producers(compiled) == ["Transpose"]  # W^T itself: no Expand (or Reshape) of it
+
+
+def test_bmm_of_a_truly_batched_operand_keeps_its_expand() -> None:
+    """Only an expand that adds the batch dim to a whole matrix is skipped: one that also broadcasts
+    within the matrix (here (1, N) -> (K, N)) must stay."""
+
+    class RowMatrix(torch.nn.Module):
+        def forward(self, a: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
+            return torch.bmm(a, row.expand(3, 4, 5))
+
+    compiled = _compile_and_compare(RowMatrix(), torch.randn(3, 2, 4), torch.randn(1, 5))
+    assert _matmul_operand_producers(compiled) in (["Expand"], ["Reshape"])
+
+
 def test_fallback_reason_tells_an_engine_failure_from_a_converter_bug(monkeypatch) -> None:
     from trtcheck.engines import onnxruntime as ort_engine
 

@@ -9,7 +9,20 @@ from suites.matrix.matrix_checks import check_model, entry_options, zoo_toleranc
 pytestmark = pytest.mark.trtcheck
 
 
+_LATEST: dict[str, tuple] = {}
+
+
+def _built(entry) -> tuple:
+    """The entry's model and inputs, built once per worker for all its presets (``--trtcheck`` runs a model's presets
+    back to back on one worker): a zoo build is seeded, so every preset would build the same model, and verify
+    restores every parameter and buffer it changes. Only the latest model is kept (vgg11's weights are 507 MiB)."""
+    if entry.name not in _LATEST:
+        _LATEST.clear()
+        _LATEST[entry.name] = entry.build()
+    return _LATEST[entry.name]
+
+
 def test_zoo_model(trtcheck_model_entry, trtcheck_settings, trtcheck_verify, trtcheck_lowered):
-    model, inputs = trtcheck_model_entry.build()
+    model, inputs = _built(trtcheck_model_entry)
     options = {**zoo_tolerances(trtcheck_model_entry, model, inputs), **entry_options(trtcheck_model_entry), "lowered": trtcheck_lowered}
     check_model(model, inputs, trtcheck_settings, trtcheck_verify, **options)

@@ -388,6 +388,27 @@ def _trtcheck_lowering_cache() -> Any:
     return LoweringCache(twice=False)  # the slow tier lowers each zoo model twice (suites/lowering)
 
 
+class _LatestEagerCache:
+    """One ``EagerCache`` per zoo model, for the latest model only: the matrix runs a model's presets back to back
+    on one worker (``scheduling``), and an older model's cache would only hold its weights' snapshot in memory."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self.cache: Any = None
+
+    def get(self, name: str) -> Any:
+        from trtcheck.verification.eager_cache import EagerCache  # deferred: torch only in sessions that use trtcheck
+
+        if name != self.name:
+            self.name, self.cache = name, EagerCache()
+        return self.cache
+
+
+@pytest.fixture(scope="session")
+def _trtcheck_eager_caches() -> _LatestEagerCache:
+    return _LatestEagerCache()
+
+
 @pytest.fixture
 def trtcheck_lowered(trtcheck_model_entry: Any, trtcheck_settings: Any, _trtcheck_lowering_cache: Any) -> Any:
     """The zoo model's lowered graph, made once per process (per xdist worker) and shared by every preset that
@@ -444,7 +465,14 @@ def trtcheck_compile(trtcheck_settings: Any, trtcheck_config: HarnessConfig) -> 
 @pytest.fixture
 def trtcheck_verify(trtcheck_settings: Any, trtcheck_config: HarnessConfig, request: pytest.FixtureRequest) -> Callable[..., Any]:
     """``trtcheck.verify`` with the current preset, backend, seed, ``--trtcheck-allow-fallbacks`` and
-    ``--trtcheck-localize-budget``; a failure writes a repro to the report dir, its message localizes a mismatch."""
+    ``--trtcheck-localize-budget``; a failure writes a repro to the report dir, its message localizes a mismatch.
+
+    A zoo model's presets share eager's outputs (``verify(eager_cache=)``): a zoo entry builds the same model every
+    time, and the cache still checks weights and inputs bitwise. A user's own model gets no shared cache: two of its
+    tests may differ in what neither its weights nor its repr show."""
+    entry = request.getfixturevalue("trtcheck_model_entry") if "trtcheck_model_entry" in request.fixturenames else None
+    eager_cache = request.getfixturevalue("_trtcheck_eager_caches").get(entry.name) if entry is not None else None
+
     def run(model: Any, example_inputs: Any, **overrides: Any) -> Any:
         __tracebackhide__ = True
         options = dict(
@@ -455,6 +483,7 @@ def trtcheck_verify(trtcheck_settings: Any, trtcheck_config: HarnessConfig, requ
             name=request.node.name,
             allow_fallbacks=trtcheck_config.allow_fallbacks,
             localize_budget=trtcheck_config.localize_budget,
+            eager_cache=eager_cache,
         )
         options.update(overrides)
         report = trtcheck.verify(model, example_inputs, **options)

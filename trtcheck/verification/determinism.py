@@ -19,6 +19,7 @@ from trtcheck.build.convert import Converted, convert
 from trtcheck.errors import NondeterministicModelError
 from trtcheck.lowering.symbols import specialized_symbols
 from trtcheck.partitioning.model import Partition
+from trtcheck.verification.eager_cache import EagerCache
 from trtcheck.verification.equivalence import compare_outputs
 from trtcheck.verification.inputs import cloned, run_eager
 from trtcheck.verification.invariants import Violation
@@ -69,15 +70,24 @@ def branch_determinism_violations(first: Mapping[str, Converted], again: Mapping
     return [violation.inside(name) for name, branch in first.items() for violation in conversion_differences(branch, again[name])]
 
 
-def check_eager_is_deterministic(model, example_inputs, kwargs, state, partition: Partition) -> Any:
+def check_eager_is_deterministic(model, example_inputs, kwargs, state, partition: Partition, cache: EagerCache | None = None) -> Any:
     """Run eager twice from the same state on the same inputs; raise when it disagrees with itself. Returns the
-    (bitwise agreed) outputs under no_grad, which verify reuses wherever eager would compute them again."""
+    (bitwise agreed) outputs under no_grad, which verify reuses wherever eager would compute them again.
+
+    ``cache`` (bound to ``model`` in ``state``): outputs it holds for the examples were agreed on by an earlier
+    call of this check, from the same state, and are returned as they are; agreed outputs are put in it."""
+    if cache is not None:
+        known, outputs = cache.get(tuple(example_inputs), kwargs, grad=False)
+        if known:
+            return outputs
     first = run_eager(model, tuple(example_inputs), kwargs, 0, generated=False)
     restore_state(model, state)
     second = run_eager(model, tuple(example_inputs), kwargs, 0, generated=False)
     restore_state(model, state)
     comparison = compare_outputs(first, second, rtol=0.0, atol=0.0)
     if comparison.passed:
+        if cache is not None:
+            cache.put(tuple(example_inputs), kwargs, False, first)
         return first
     random_ops = sorted({str(node.target) for node in partition.graph_module.graph.nodes if _is_random(node)})
     ops = f"; its random ops: {', '.join(random_ops)}" if random_ops else ""
@@ -113,7 +123,7 @@ def check_compiled_is_deterministic(stitched: Any, model: torch.nn.Module, examp
 
 def grad_mode_violations(
     model: torch.nn.Module, example_inputs: Sequence[Any], kwargs: dict, state: Mapping[str, torch.Tensor],
-    rtol: float | None = None, atol: float | None = None, inference: Any = None,
+    rtol: float | None = None, atol: float | None = None, inference: Any = None, cache: EagerCache | None = None,
 ) -> list[Violation]:
     """Eager under ``torch.no_grad()`` against eager with autograd on, on the examples from the same state,
     within the check's tolerances (``rtol``/``atol``).
@@ -123,13 +133,17 @@ def grad_mode_violations(
     eager computes with autograd on. A difference is a violation naming it and the fix, not an unexplained
     "outputs differ"; the comparisons then use eager with autograd on, which is what was compiled.
     ``inference``: eager's no_grad outputs on the examples from ``state`` where already computed
-    (``check_eager_is_deterministic``'s).
+    (``check_eager_is_deterministic``'s). ``cache``: eager's autograd-on outputs there, reused and kept.
     """
     if inference is None:
         inference = run_eager(model, tuple(example_inputs), kwargs, 0, generated=False, grad=False)
         restore_state(model, state)
-    training = run_eager(model, tuple(example_inputs), kwargs, 0, generated=False, grad=True)
-    restore_state(model, state)
+    known, training = cache.get(tuple(example_inputs), kwargs, grad=True) if cache is not None else (False, None)
+    if not known:
+        training = detached(run_eager(model, tuple(example_inputs), kwargs, 0, generated=False, grad=True))
+        restore_state(model, state)
+        if cache is not None:
+            cache.put(tuple(example_inputs), kwargs, True, training)
     comparison = compare_outputs(inference, detached(training), rtol=rtol, atol=atol)  # other kernels: rounding differs
     if comparison.passed:
         return []

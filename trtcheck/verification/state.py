@@ -23,6 +23,12 @@ def snapshot_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
         return {name: tensor.detach().clone() for name, tensor in _state(model).items()}
 
 
+def live_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """``model``'s parameters and buffers themselves, by name (detached): to compare with a snapshot without
+    copying the weights once more."""
+    return {name: tensor.detach() for name, tensor in _state(model).items()}
+
+
 def restore_state(model: torch.nn.Module, snapshot: Mapping[str, torch.Tensor]) -> None:
     """Write ``snapshot`` back into ``model``'s parameters and buffers (the same tensors, updated in place)."""
     with torch.no_grad():
@@ -45,6 +51,11 @@ def state_violations(before: Mapping[str, torch.Tensor], after: Mapping[str, tor
         if name not in before or name not in after or not _same_tensor(before[name], after[name])
     ]
     return [Violation("model_state", f"{what} changed the model's {name}") for name in sorted(changed)]
+
+
+def same_state(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> bool:
+    """Two snapshots with the same names and bitwise the same tensors (a NaN equals a NaN where it stands)."""
+    return a.keys() == b.keys() and all(_same_tensor(a[name], b[name]) for name in a)
 
 
 def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -41,6 +41,7 @@ from trtcheck.verification.determinism import (
     grad_mode_violations,
     specialization_violations,
 )
+from trtcheck.verification.eager_cache import EagerCache
 from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_against_reference, judge_reduced_precision
 from trtcheck.verification.inputs import InputSet, cloned, draw_input_sets, run_eager, sized_input_sets
 from trtcheck.verification.invariants import Violation, check_invariants
@@ -48,7 +49,14 @@ from trtcheck.verification.localize import Localization, localize, record_eager
 from trtcheck.verification.ranges import RangeFinding, describe_findings, range_findings
 from trtcheck.verification.reference import float64_outputs, reduced_precision_outputs
 from trtcheck.verification.repro import write_repro
-from trtcheck.verification.state import compiled_state, restore_compiled_state, restore_state, snapshot_state, state_violations
+from trtcheck.verification.state import (
+    compiled_state,
+    live_state,
+    restore_compiled_state,
+    restore_state,
+    snapshot_state,
+    state_violations,
+)
 
 
 @dataclass
@@ -162,6 +170,7 @@ def verify(
     dynamic_shapes: Any = None,
     reference: bool = True,
     localize_budget: float = 60.0,
+    eager_cache: EagerCache | None = None,
 ) -> VerificationReport:
     """Compile ``model`` and check it; raise ``VerificationError`` on any violation or mismatch.
 
@@ -204,6 +213,11 @@ def verify(
     segment's local and accumulated error, the first op whose own error fails the check, its converter, and
     whether eager is as far from float64 there) within ``localize_budget`` seconds (0: not localized); the
     report prints it, and the repro folder holds it as ``localization.txt``.
+
+    ``eager_cache`` (an ``EagerCache``): eager's outputs kept from an earlier verify of the same model, in the same
+    state, on the same input sets (the same example, seed and ``num_inputs``), used instead of running eager again
+    (its determinism check included: those outputs were agreed on twice); pass one cache to the calls that verify
+    one model under several settings. A model that differs (weights, structure) empties it first.
     """
     __tracebackhide__ = True  # pytest shows the report (the error's message), not this function's source and locals
     settings = checked_settings(settings)
@@ -214,6 +228,8 @@ def verify(
     example_inputs, example_kwargs = source.example_args, source.example_kwargs
     name = name or type(lowerable).__name__
     before = snapshot_state(model)
+    eager_cache = eager_cache if eager_cache is not None else EagerCache()
+    eager_cache.bind(model, before)
     try:
         stitched = compile(
             lowerable, example_inputs, settings, backend, support=support, example_kwargs=example_kwargs, lowered=lowered,
@@ -223,7 +239,7 @@ def verify(
         report = VerificationReport(name, settings, backend, partition, compile_times=stitched.compile_times, engine=engine)
         report.violations = check_invariants(partition, support) + stitched_graph_violations(stitched.graph_module)
         report.violations += segmentation_violations(partition)
-        report.violations += state_violations(before, snapshot_state(model), "compile")
+        report.violations += state_violations(before, live_state(model), "compile")
         report.violations += determinism_violations(
             stitched, lowerable, example_inputs, settings, support, example_kwargs, lowered, dynamic_shapes
         )
@@ -231,9 +247,11 @@ def verify(
         if not allow_fallbacks:
             report.violations += [Violation("fallback", f"{line} (pass allow_fallbacks=True to accept it)") for line in partition.fallbacks]
 
-        on_examples = check_eager_is_deterministic(model, example_inputs, example_kwargs, before, partition)
+        on_examples = check_eager_is_deterministic(model, example_inputs, example_kwargs, before, partition, eager_cache)
         check_compiled_is_deterministic(stitched, model, example_inputs, example_kwargs)
-        mode_violations = grad_mode_violations(model, example_inputs, example_kwargs, before, rtol, atol, inference=on_examples)
+        mode_violations = grad_mode_violations(
+            model, example_inputs, example_kwargs, before, rtol, atol, inference=on_examples, cache=eager_cache
+        )
         report.violations += mode_violations
         grad = bool(mode_violations)  # eager differs between modes: compare with what was traced
         input_sets = draw_input_sets(example_inputs, inputs, num_inputs, seed)
@@ -253,7 +271,8 @@ def verify(
             if index < 2 and known is not None:
                 expected = known
             else:
-                expected = detached(run_eager(model, input_set, example_kwargs, index, generated=inputs is None and index >= 2, grad=grad))
+                generated = inputs is None and index >= 2
+                expected = _eager_outputs(model, input_set, example_kwargs, index, generated, grad, None if stateful else eager_cache)
             with torch.no_grad():
                 actual = stitched(*cloned(input_set), **cloned(example_kwargs))
             comparison = compare_outputs(expected, actual, rtol=rtol, atol=atol)
@@ -288,6 +307,19 @@ def verify(
                 (report.repro / "localization.txt").write_text(str(report.localization) + "\n")
         raise VerificationError(report)
     return report
+
+
+def _eager_outputs(
+    model: Any, input_set: tuple, kwargs: Mapping[str, Any], index: int, generated: bool, grad: bool, cache: EagerCache | None
+) -> Any:
+    """Eager's (detached) outputs on one input set, from ``cache`` where it holds them (a stateful model's calls
+    start from another state each time: it passes none)."""
+    known, outputs = cache.get(input_set, kwargs, grad) if cache is not None else (False, None)
+    if not known:
+        outputs = detached(run_eager(model, input_set, kwargs, index, generated=generated, grad=grad))
+        if cache is not None:
+            cache.put(input_set, kwargs, grad, outputs)
+    return outputs
 
 
 def _judge_reduced_precision(

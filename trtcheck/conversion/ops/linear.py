@@ -110,9 +110,43 @@ def _convolution(ctx: ConversionContext, args: BoundArgs) -> str:
     return cast(ctx, result, compute, dtype)
 
 
+def _broadcast_matrix(value: Any) -> torch.fx.Node | None:
+    """The matrix that ``value`` (a ``bmm`` operand) broadcasts over the batch, or None.
+
+    ``nn.Linear`` on a non-contiguous 3-D input lowers to ``bmm(x, view(expand(permute(W), [B, K, N])))``
+    rather than to ``mm``. Emitted as written, the engine constant-folds the Expand of each weight into a
+    batch-sized copy (issue 25: 12 of BERT-base's linears, +37 MiB over torch.onnx.export). ONNX MatMul
+    broadcasts a (K, N) operand itself, as TensorRT's matrix multiply does, so the matrix goes in whole.
+    Only an expand that adds batch dims qualifies: the matrix's own (static) dims are kept, and the view,
+    if any, must not reshape.
+    """
+    if not isinstance(value, torch.fx.Node) or value.op != "call_function":
+        return None
+    expanded = value
+    if value.target in (aten.view.default, aten._unsafe_view.default, aten.reshape.default):
+        expanded = value.args[0]
+        if not isinstance(expanded, torch.fx.Node) or expanded.op != "call_function":
+            return None
+        if list(value.meta["val"].shape) != list(expanded.meta["val"].shape):
+            return None
+    if expanded.target != aten.expand.default:
+        return None
+    source = expanded.args[0]
+    matrix = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+    if getattr(matrix, "ndim", None) != 2:
+        return None
+    rows, columns = matrix.shape
+    batch, *target = expanded.meta["val"].shape
+    if not all(isinstance(size, int) for size in (rows, columns, *target)) or target != [rows, columns]:
+        return None
+    return source
+
+
 @converter(aten.mm.default, aten.bmm.default, aten.matmul.default, dtypes=FLOAT, dynamic=True)
 def _matmul(ctx: ConversionContext, args: BoundArgs) -> str:
     second = args["mat2"] if "mat2" in args else args.other
+    if args.node.target == aten.bmm.default:
+        second = _broadcast_matrix(second) or second
     return ctx.add("MatMul", [ctx.name(args.self), ctx.name(second)])
 
 
