@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from suites.matrix.matrix_checks import check_model, entry_options, zoo_tolerances
+from trtcheck.verification.inputs import cloned
 
 pytestmark = pytest.mark.trtcheck
 
@@ -15,11 +16,13 @@ _LATEST: dict[str, tuple] = {}
 def _built(entry) -> tuple:
     """The entry's model and inputs, built once per worker for all its presets (``--trtcheck`` runs a model's presets
     back to back on one worker): a zoo build is seeded, so every preset would build the same model, and verify
-    restores every parameter and buffer it changes. Only the latest model is kept (vgg11's weights are 507 MiB)."""
+    restores every parameter and buffer it changes. The inputs are copied for each preset (a model may write into
+    them: kv_cache_step). Only the latest model is kept (vgg11's weights are 507 MiB)."""
     if entry.name not in _LATEST:
         _LATEST.clear()
         _LATEST[entry.name] = entry.build()
-    return _LATEST[entry.name]
+    model, inputs = _LATEST[entry.name]
+    return model, cloned(tuple(inputs))
 
 
 def test_zoo_model(trtcheck_model_entry, trtcheck_settings, trtcheck_verify, trtcheck_lowered):

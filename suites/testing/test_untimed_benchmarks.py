@@ -35,13 +35,13 @@ ZOO_BENCHMARK = _item(True, ("trtcheck_model_entry", "benchmark"))
     ("config", "item", "untimed"),
     [
         (_config(dist="load"), ZOO_BENCHMARK, True),  # -n 2: xdist turns pytest-benchmark off
-        (_config(benchmark_disable=True), ZOO_BENCHMARK, True),
-        (_config(benchmark_disable=True, benchmark_enable=True), ZOO_BENCHMARK, False),
+        (_config(dist="load"), _item(False, ("trtcheck_lowered", "benchmark")), True),  # marked by the plugin later
+        (_config(benchmark_disable=True), ZOO_BENCHMARK, False),  # documented: run once, untimed, its checks kept
         (_config(), ZOO_BENCHMARK, False),  # -p no:xdist: timed, kept
         (_config(dist="load"), _item(True, ("trtcheck_model_entry",)), False),  # a verification: kept
         (_config(dist="load"), _item(False, ("benchmark",)), False),  # a plain benchmark: runs once, as pytest-benchmark does
     ],
-    ids=["xdist", "disabled", "disable_then_enable", "timed", "verification", "plain_benchmark"],
+    ids=["xdist", "xdist_unmarked", "disabled", "timed", "verification", "plain_benchmark"],
 )
 def test_only_zoo_benchmarks_that_time_nothing_are_deselected(config, item, untimed, monkeypatch, root_conftest) -> None:
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
@@ -52,3 +52,16 @@ def test_an_xdist_worker_deselects_them_too(monkeypatch, root_conftest) -> None:
     """A worker's own config does not carry ``dist`` (only the controller's does): its environment tells."""
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
     assert root_conftest._untimed_benchmark(_config(), ZOO_BENCHMARK)
+
+
+def test_the_collection_hook_deselects_them_and_keeps_the_rest(monkeypatch, root_conftest) -> None:
+    """Wired into ``pytest_collection_modifyitems``, reported to pytest as deselected, the other items kept in order."""
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    deselected = []
+    config = _config()
+    config.option = SimpleNamespace(markexpr="trtcheck")
+    config.hook = SimpleNamespace(pytest_deselected=lambda items: deselected.extend(items))
+    verification, plain = _item(True, ("trtcheck_model_entry",)), _item(False, ("benchmark",))
+    items = [verification, ZOO_BENCHMARK, plain]
+    root_conftest.pytest_collection_modifyitems(config, items)
+    assert items == [verification, plain] and deselected == [ZOO_BENCHMARK]

@@ -59,7 +59,7 @@ def same_state(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> 
 
 
 def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
+    if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
         return False
     return torch.equal(a, b) or (a.is_floating_point() and bool(((a == b) | (a.isnan() & b.isnan())).all()))
 

@@ -318,7 +318,7 @@ def _eager_outputs(
     if not known:
         outputs = detached(run_eager(model, input_set, kwargs, index, generated=generated, grad=grad))
         if cache is not None:
-            cache.put(input_set, kwargs, grad, outputs)
+            cache.put(input_set, kwargs, grad, outputs, model)
     return outputs
 
 
@@ -352,7 +352,8 @@ def _range_findings(
 def _localized(stitched: Any, input_set: tuple, kwargs: Mapping[str, Any], backend: str, rtol, atol, budget: float) -> Localization:
     """The mismatch on ``input_set`` localized (``localize``), or a localization holding only why it could not be."""
     try:
-        return localize(stitched, flat_inputs(stitched.partition.graph_module, input_set, kwargs), backend, rtol, atol, budget)
+        flat = flat_inputs(stitched.partition.graph_module, cloned(input_set), cloned(kwargs))  # the examples stay as given
+        return localize(stitched, flat, backend, rtol, atol, budget)
     except Exception as error:  # noqa: BLE001 - localizing explains a failure; it must never replace it
         return Localization(notes=[f"the mismatch could not be localized: {type(error).__name__}: {error}"])
 

@@ -127,9 +127,10 @@ def _broadcast_matrix(value: Any) -> torch.fx.Node | None:
         expanded = value.args[0]
         if not isinstance(expanded, torch.fx.Node) or expanded.op != "call_function":
             return None
-        if list(value.meta["val"].shape) != list(expanded.meta["val"].shape):
+        viewed, before = value.meta.get("val"), expanded.meta.get("val")
+        if viewed is None or before is None or list(viewed.shape) != list(before.shape):
             return None
-    if expanded.target != aten.expand.default:
+    if expanded.target != aten.expand.default or getattr(expanded.meta.get("val"), "ndim", None) != 3:
         return None
     source = expanded.args[0]
     matrix = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
