@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
+from trtcheck.verification.inputs import cloned
 from trtcheck.verification.state import live_state, same_state
 
 
@@ -42,7 +43,7 @@ class EagerCache:
     """
 
     def __init__(self) -> None:
-        self._identity: tuple[type, str] | None = None
+        self._identity: tuple | None = None
         self._state: Mapping[str, torch.Tensor] | None = None
         self._entries: list[_Entry] = []
         self.hits = 0
@@ -67,14 +68,14 @@ class EagerCache:
         return False, None
 
     def put(self, input_set: tuple, kwargs: Mapping[str, Any] | None, grad: bool, outputs: Any, model: torch.nn.Module) -> bool:
-        """Keep a copy of eager's ``outputs`` on ``input_set``, computed by ``model`` from the bound state; where the
+        """Keep a copy of eager's (detached) ``outputs`` on ``input_set``, computed by ``model`` from the bound state; where the
         model's parameters and buffers are no longer that state (the run changed them), nothing is kept. Returns
         whether they were kept."""
         if self._identity is None or self._state is None:
             raise RuntimeError("EagerCache.put before bind: the cache must know which model the outputs are of")
         if _identity(model) != self._identity or not same_state(self._state, live_state(model)):
             return False
-        self._entries.append(_Entry(_copied(tuple(input_set)), _copied(dict(kwargs or {})), grad, _copied(outputs)))
+        self._entries.append(_Entry(cloned(tuple(input_set)), cloned(dict(kwargs or {})), grad, cloned(outputs)))
         return True
 
 
@@ -92,10 +93,6 @@ def _identity(model: torch.nn.Module) -> tuple:
 
 def _hook_dicts(module: torch.nn.Module) -> list[dict]:
     return [value for name, value in vars(module).items() if name.endswith("hooks") and isinstance(value, dict)]
-
-
-def _copied(value: Any) -> Any:
-    return torch.utils._pytree.tree_map(lambda x: x.detach().clone() if isinstance(x, torch.Tensor) else x, value)
 
 
 def _same_values(a: Any, b: Any) -> bool:

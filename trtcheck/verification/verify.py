@@ -215,9 +215,10 @@ def verify(
     report prints it, and the repro folder holds it as ``localization.txt``.
 
     ``eager_cache`` (an ``EagerCache``): eager's outputs kept from an earlier verify of the same model, in the same
-    state, on the same input sets (the same example, seed and ``num_inputs``), used instead of running eager again
-    (its determinism check included: those outputs were agreed on twice); pass one cache to the calls that verify
-    one model under several settings. A model that differs (weights, structure) empties it first.
+    state, on the same input sets (the same example, seed and ``num_inputs``), used instead of running eager again:
+    eager runs once on the examples and must give the kept outputs bit for bit, else the cache is emptied; pass one
+    cache to the calls that verify one model under several settings. A model that differs (weights, structure,
+    training flags, hooks) empties it first.
     """
     __tracebackhide__ = True  # pytest shows the report (the error's message), not this function's source and locals
     settings = checked_settings(settings)
