@@ -19,6 +19,7 @@ from trtcheck.shapes import (
     confirm_shapes,
     expected_shape,
     find_mismatches,
+    observe,
     partition_shapes,
     segment_shapes,
     symbol_values,
@@ -264,3 +265,86 @@ def test_find_mismatches_leaves_the_callers_tensors_and_the_graphs_state_unchang
     assert torch.equal(model.calls, torch.zeros(1))
     assert len(find_mismatches(partition, [x])) == 1  # and a second run sees what the first saw
     assert torch.equal(gm.calls, torch.zeros(1)) and torch.equal(x, before)
+
+
+# --- one observation, every partition -------------------------------------------------------------------------
+
+
+def _fails_after_lgamma(partition: trtcheck.Partition) -> torch.fx.Node:
+    """Make the Torch segment's lgamma really fail on the example inputs (an impossible view of its input)."""
+    (lgamma,) = [n for n in partition.graph_module.graph.nodes if n.target is aten.lgamma.default]
+    with partition.graph_module.graph.inserting_before(lgamma):
+        view = partition.graph_module.graph.call_function(aten.view.default, (lgamma.args[0], [5, 5]))
+    view.meta = dict(lgamma.args[0].meta)
+    lgamma.args = (view,)
+    partition.segments[1].nodes.insert(0, view)
+    return lgamma
+
+
+def test_a_node_failing_on_the_examples_is_the_models_error_unless_a_lie_came_first():
+    partition = flatten_partition()
+    _fails_after_lgamma(partition)
+    with pytest.raises(RuntimeError, match=r"shape '\[5, 5\]' is invalid"):
+        find_mismatches(partition, [torch.randn(6, 4)])
+    lying = boundary(partition, 0)  # what segment 0 hands to the failing one
+    lying.meta["val"] = torch.empty(5, 5, device="meta")
+    (mismatch,) = find_mismatches(partition, [torch.randn(6, 4)])  # the lie is the likely cause: reported, not raised
+    assert mismatch.node is lying and mismatch.got == "[12, 2] torch.float32"
+
+
+def test_one_observation_serves_every_partition_of_its_graph():
+    model, x = Flatten(), torch.randn(6, 4)
+    lowered = trtcheck.lower(model, (x,))
+    observation = observe(lowered, [x])
+    assert observation.covers(lowered.graph) and observation.failed_at is None
+    shapes = {name: seen[1:] for name, seen in observation.values.items()}
+    assert shapes[next(n.name for n in lowered.graph.nodes if n.target is aten.lgamma.default)] == ((12, 2), torch.float32)
+    for support in (no_lgamma, None):  # three segments, then one: both checked from the one run
+        partition = trtcheck.partition(lowered, (x,), SETTINGS, support)
+        assert observation.covers(partition.graph_module.graph)
+        assert find_mismatches(partition, [x], observation) == find_mismatches(partition, [x]) == []
+    partition = trtcheck.partition(lowered, (x,), SETTINGS, no_lgamma)
+    lying = boundary(partition, 0)
+    lying.meta["val"] = torch.empty(4, 6, device="meta")
+    (mismatch,) = find_mismatches(partition, [x], observation)  # the metadata is read anew, the run is not repeated
+    assert mismatch.node is lying and mismatch.got == "[12, 2] torch.float32"
+
+
+def test_an_observation_of_another_graph_is_not_used():
+    x = torch.randn(6, 4)
+    other = observe(trtcheck.lower(Counting(), (x.clone(),)), [x.clone()])
+    partition = flatten_partition()
+    assert not other.covers(partition.graph_module.graph)
+    lying = boundary(partition, 0)
+    lying.meta["val"] = torch.empty(4, 6, device="meta")
+    (mismatch,) = find_mismatches(partition, [x], other)  # ran this graph instead of trusting the other's values
+    assert mismatch.node is lying
+
+
+def test_compile_runs_a_reused_lowering_once_per_example_inputs(monkeypatch):
+    """The matrix compiles one lowering under several presets: shape analysis runs the model once for all of them,
+    and again for other inputs, or a graph whose nodes differ."""
+    import trtcheck.build.convert as convert_module
+
+    runs = []
+    real = convert_module.observe
+    monkeypatch.setattr(convert_module, "observe", lambda gm, flat: runs.append(gm) or real(gm, flat))
+    model, x = Flatten(), torch.randn(6, 4)
+    lowered = trtcheck.lower(model, (x,))
+    for settings in (SETTINGS, trtcheck.Settings(min_block_size=3), trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::sin"])):
+        conversion = convert_module.convert(model, (x.clone(),), settings, support=no_lgamma, lowered=lowered)
+        assert not conversion.mismatched
+    assert len(runs) == 1
+    convert_module.convert(model, (torch.randn(6, 4),), SETTINGS, support=no_lgamma, lowered=lowered)
+    assert len(runs) == 2  # other values: run again
+    negative_zero = torch.zeros(6, 4)
+    convert_module.convert(model, (negative_zero,), SETTINGS, lowered=lowered)
+    convert_module.convert(model, (-negative_zero,), SETTINGS, lowered=lowered)
+    assert len(runs) == 4  # -0.0 is not 0.0
+    convert_module.convert(model, (x.clone(),), SETTINGS, support=no_lgamma)
+    assert len(runs) == 5  # no lowering given: nothing to keep the run with
+    # A lie in the kept lowering's metadata is still found: the observation holds values, the metadata is read anew.
+    (lgamma_input,) = [n.args[0] for n in lowered.graph.nodes if n.target is aten.lgamma.default]
+    lgamma_input.meta["val"] = torch.empty(4, 6, device="meta")
+    conversion = convert_module.convert(model, (negative_zero.neg(),), SETTINGS, support=no_lgamma, lowered=lowered)
+    assert len(runs) == 5 and sorted(conversion.mismatched) == [0]

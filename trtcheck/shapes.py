@@ -4,11 +4,12 @@ They come from the graph's fake-tensor metadata (``meta["val"]``), which is what
 A graph exported with ``dynamic_shapes`` carries symbolic sizes (``s0``, ``2*s0``); as the seed's shape
 analysis gives every engine input a (min, opt, max) shape, ``value_shape`` bounds each size over the
 ranges export recorded for its symbols (``bound_sympy``), opt being the example's size.
-As the seed's shape analysis runs each segment with JIT, ``find_mismatches`` runs the segments in order on
-the example inputs and checks that every boundary value has the recorded shape and dtype, so an engine is
-never built for a shape the model does not produce. The example inputs, not random ones: a model's inputs
-may be constrained (a Cholesky factor needs a positive-definite matrix), and the examples are the one input
-set known to be valid. They run on copies, and the graph's mutable buffers are restored afterwards, so
+As the seed's shape analysis runs each segment with JIT, ``find_mismatches`` runs the graph on the example
+inputs (``observe``) and checks that every boundary value has the recorded shape and dtype, so an engine is
+never built for a shape the model does not produce. One run (an ``Observation``) serves every partition of one
+graph: compile keeps it with a lowering that is reused (``convert``'s ``lowered``). The example inputs, not
+random ones: a model's inputs may be constrained (a Cholesky factor needs a positive-definite matrix), and the
+examples are the one input set known to be valid. They run on copies, and the graph's mutable buffers are restored afterwards, so
 shape analysis changes neither the caller's tensors nor the compiled module's state.
 
 ``TensorSpec`` and ``ShapeRange``, what an engine is built for, are defined here: shape analysis makes them,
@@ -17,26 +18,18 @@ the engines take them.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-import torch
-
-from trtcheck.errors import ShapeMismatchError
-from trtcheck.lowering.symbols import DimRange, dim_range
-
-if TYPE_CHECKING:
-    pass
-import operator
 from typing import Any
 
 import sympy
+import torch
 import torch.fx
 
+from trtcheck.errors import ShapeMismatchError
 from trtcheck.lowering.graph import is_mutable_state
-from trtcheck.lowering.symbols import Ranges, symbol_ranges
-from trtcheck.partitioning.extract import segment_module
+from trtcheck.lowering.symbols import DimRange, Ranges, dim_range, symbol_ranges
 from trtcheck.partitioning.model import Partition, Segment
 
 
@@ -242,64 +235,130 @@ class ShapeMismatch:
         return f"segment @{self.segment}: {self.node.name} is {self.got}, metadata says {self.expected}"
 
 
+@dataclass(frozen=True)
+class Observation:
+    """What every value of a graph was when the graph ran on the example inputs: its shape and dtype (the
+    type's name for a non-Tensor), by node name, and where the run stopped if a node raised.
+
+    One run serves every partition of that graph: a boundary value is the same value whichever segments the
+    graph is cut into, so ``find_mismatches`` checks each partition's boundaries against one observation instead
+    of running the model again per partition (the matrix compiles one lowering under several presets).
+    """
+
+    values: Mapping[str, tuple[str, tuple[int, ...], torch.dtype] | tuple[str, str]]  # name -> (op, shape, dtype) | (op, type)
+    symbols: Mapping[sympy.Symbol, int]
+    failed_at: str | None = None  # the node whose op raised
+    error: BaseException | None = None
+
+    def covers(self, graph: torch.fx.Graph) -> bool:
+        """True when this was observed on a graph with ``graph``'s nodes (names and ops), up to where it stopped."""
+        for node in graph.nodes:
+            if node.op in ("placeholder", "output"):
+                continue
+            if node.name == self.failed_at:
+                return True
+            seen = self.values.get(node.name)
+            if seen is None or seen[0] != _op(node):
+                return False
+        return self.failed_at is None
+
+
+def _op(node: torch.fx.Node) -> str:
+    return f"{node.op}:{node.target}"
+
+
+class _Observer(torch.fx.Interpreter):
+    """Runs the graph node by node (freeing each value after its last use) and records what each node gave."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        super().__init__(gm, garbage_collect_values=True)
+        self.seen: dict[str, Any] = {}
+        self.failed: tuple[str, BaseException] | None = None
+
+    def run_node(self, node: torch.fx.Node) -> Any:
+        try:
+            value = super().run_node(node)
+        except Exception as error:
+            self.failed = (node.name, error)
+            raise
+        if node.op != "output":
+            if isinstance(value, torch.Tensor):
+                self.seen[node.name] = (_op(node), tuple(value.shape), value.dtype)
+            else:
+                self.seen[node.name] = (_op(node), type(value).__name__)
+        return value
+
+
+def observe(gm: torch.fx.GraphModule, flat_inputs: Sequence[Any]) -> Observation:
+    """Run ``gm`` on copies of ``flat_inputs`` (one per placeholder) and record every value's shape and dtype.
+
+    The graph's mutable buffers are restored afterwards, so observing changes neither the caller's tensors nor
+    the module's state. A node that raises ends the run; the observation keeps it and its error."""
+    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    if len(placeholders) != len(flat_inputs):
+        raise ShapeMismatchError(f"expected {len(placeholders)} flat inputs, got {len(flat_inputs)}")
+    copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in flat_inputs]
+    state = [operator.attrgetter(node.target)(gm) for node in gm.graph.nodes if is_mutable_state(node)]
+    saved = [tensor.clone() for tensor in state]
+    observer = _Observer(gm)
+    try:
+        with torch.no_grad():
+            observer.run(*copies)
+    except Exception:  # noqa: BLE001 - kept in the observation: find_mismatches decides whether it is the model's
+        if observer.failed is None:
+            raise
+    finally:
+        with torch.no_grad():
+            for tensor, value in zip(state, saved):
+                tensor.copy_(value)
+    failed_at, error = observer.failed or (None, None)
+    return Observation(observer.seen, symbol_values(gm, flat_inputs), failed_at, error)
+
+
 def confirm_shapes(partition: Partition, flat_inputs: Sequence[Any]) -> None:
-    """Run the segments in order on copies of ``flat_inputs`` (one per placeholder); raise on any mismatch."""
+    """Run the graph on copies of ``flat_inputs`` (one per placeholder); raise on any boundary mismatch."""
     mismatches = find_mismatches(partition, flat_inputs)
     if mismatches:
         raise ShapeMismatchError(str(mismatches[0]))
 
 
-def find_mismatches(partition: Partition, flat_inputs: Sequence[Any]) -> list[ShapeMismatch]:
-    """Every boundary value whose shape or dtype differs from its metadata, the segments run in order on
-    copies of ``flat_inputs`` (one per placeholder).
+def find_mismatches(partition: Partition, flat_inputs: Sequence[Any], observation: Observation | None = None) -> list[ShapeMismatch]:
+    """Every boundary value (a segment's output) whose shape or dtype differs from its metadata, the graph run
+    on copies of ``flat_inputs`` (one per placeholder), or read from ``observation`` (``observe``'s) where it was
+    made on this graph.
 
-    A mismatch does not stop the run: later segments get the value the earlier ones really produced (as the
-    compiled module would), so every mismatch is found. Should a segment then fail on such a value, the run
-    stops there with the mismatches found so far; a segment that fails with none found is the model failing
-    on its own example inputs, and that error propagates.
+    A mismatch does not stop the run: later nodes get the value the earlier ones really produced (as the
+    compiled module would), so every mismatch is found. Should a node then fail on such a value, the check
+    stops at its segment with the mismatches of the segments before it; a node that fails with none found
+    before it is the model failing on its own example inputs, and that error propagates.
     """
     gm = partition.graph_module
-    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
-    if len(placeholders) != len(flat_inputs):
-        raise ShapeMismatchError(f"expected {len(placeholders)} flat inputs, got {len(flat_inputs)}")
-    copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in flat_inputs]
-    values: dict[torch.fx.Node, Any] = dict(zip(placeholders, copies))
-    state = {node: operator.attrgetter(node.target)(gm) for node in gm.graph.nodes if is_mutable_state(node)}
-    saved = {node: tensor.clone() for node, tensor in state.items()}
-    values.update(state)
+    if observation is None or not observation.covers(gm.graph):
+        observation = observe(gm, flat_inputs)
     mismatches: list[ShapeMismatch] = []
-    symbols = symbol_values(gm, flat_inputs)
-    try:
-        with torch.no_grad():
-            for index, segment in enumerate(partition.segments):
-                try:
-                    outputs = segment_module(gm, segment)(*(values[v] for v in segment.inputs))
-                except Exception:
-                    if mismatches:  # most likely the mismatch's doing: report it, not its consequence
-                        break
-                    raise
-                for node, value in zip(segment.outputs, outputs):
-                    mismatch = _check(index, node, value, symbols)
-                    if mismatch is not None:
-                        mismatches.append(mismatch)
-                    values[node] = value
-    finally:
-        with torch.no_grad():
-            for node, tensor in state.items():
-                tensor.copy_(saved[node])
+    for index, segment in enumerate(partition.segments):
+        if observation.failed_at is not None and any(node.name == observation.failed_at for node in segment.nodes):
+            break
+        for node in segment.outputs:
+            mismatch = _check(index, node, observation.values.get(node.name), observation.symbols)
+            if mismatch is not None:
+                mismatches.append(mismatch)
+    if observation.error is not None and not mismatches:  # most likely a mismatch's doing when there is one
+        raise observation.error
     return mismatches
 
 
-def _check(index: int, node: torch.fx.Node, value: Any, symbols: Mapping[sympy.Symbol, int]) -> ShapeMismatch | None:
+def _check(index: int, node: torch.fx.Node, seen: tuple | None, symbols: Mapping[sympy.Symbol, int]) -> ShapeMismatch | None:
     """A symbolic size is checked against its expression evaluated for this run (``2*s0`` must be twice
-    the size the input gave ``s0``), not merely accepted."""
+    the size the input gave ``s0``), not merely accepted. ``seen``: the node's (op, shape, dtype), or (op, type name)
+    for a non-Tensor."""
     meta = node.meta.get("val")
-    if not isinstance(meta, torch.Tensor):
+    if not isinstance(meta, torch.Tensor) or seen is None:
         return None
     expected = expected_shape(meta, symbols)
-    if not isinstance(value, torch.Tensor):
-        return ShapeMismatch(index, node, f"{list(expected)} {meta.dtype}", type(value).__name__)
-    got = tuple(value.shape)
-    if len(expected) != len(got) or any(e not in (-1, g) for e, g in zip(expected, got)) or value.dtype != meta.dtype:
-        return ShapeMismatch(index, node, f"{list(expected)} {meta.dtype}", f"{list(got)} {value.dtype}")
+    if len(seen) == 2:
+        return ShapeMismatch(index, node, f"{list(expected)} {meta.dtype}", seen[1])
+    _, got, dtype = seen
+    if len(expected) != len(got) or any(e not in (-1, g) for e, g in zip(expected, got)) or dtype != meta.dtype:
+        return ShapeMismatch(index, node, f"{list(expected)} {meta.dtype}", f"{list(got)} {dtype}")
     return None

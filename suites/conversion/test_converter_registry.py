@@ -193,3 +193,40 @@ def test_register_duplicate_needs_override_and_snapshot_restores() -> None:
 def test_register_rejects_packets() -> None:
     with pytest.raises(TypeError, match="overloads"):
         converters.register(A.relu)(lambda ctx, node: "")
+
+
+def test_conversion_asks_a_validator_only_what_partitioning_did_not() -> None:
+    """Partitioning judged every node; conversion takes that verdict (``Reason.converter``) instead of running the
+    validator again, but only from the converter registered now: one replaced in between judges anew."""
+    import trtcheck
+    from trtcheck.build.convert import convert
+
+    class SinCos(torch.nn.Module):
+        def forward(self, x):  # noqa: ANN001, ANN202
+            return torch.sin(x).cos() + 1
+
+    model, inputs = SinCos(), (torch.randn(3, 4),)
+    asked: list[str] = []
+    original = converters.get(A.sin.default)
+
+    def counting(node):  # noqa: ANN001, ANN202
+        asked.append(node.name)
+        return original.validator(node)
+
+    with converters.Snapshot():
+        converters.register(A.sin.default, validator=counting, override=True)(original.fn)
+        conversion = convert(model, inputs, trtcheck.Settings(min_block_size=1))
+        assert len(conversion.onnx_models) == 1 and not conversion.errors
+        assert asked == ["sin"]  # partitioning asked; conversion did not ask again
+        sin = next(n for n in conversion.graph_module.graph.nodes if n.target is A.sin.default)
+        assert conversion.partition.reasons[sin].converter is converters.get(A.sin.default)
+
+        refusing = []
+
+        def refuse(node):  # noqa: ANN001, ANN202 - registered after partitioning: conversion must ask it
+            refusing.append(node.name)
+            return False
+
+        converters.register(A.sin.default, validator=refuse, override=True)(original.fn)
+        errors = trtcheck.build.convert.convert_segments(conversion.partition, trtcheck.build.clock.Clock())[1]
+        assert refusing == ["sin"] and "rejects" in str(errors[0])

@@ -153,3 +153,21 @@ def test_works_under_xdist(pytester):
     pytester.makepyfile(test_down=DOWNSTREAM)
     result = pytester.runpytest_subprocess("--trtcheck", "-n", "2")
     result.assert_outcomes(passed=3)
+
+
+def test_work_order_hands_out_lone_tests_first_then_the_largest_units():
+    from trtcheck.testing.scheduling import model_scope, work_order
+
+    models = frozenset({"a", "b", "c"})
+    collection = [
+        "m.py::test_zoo[a-p1]", "m.py::test_zoo[a-p2]", "m.py::test_zoo[a-p3]",
+        "m.py::test_zoo[b-p1]", "m.py::test_zoo[b-p2]", "m.py::test_zoo[b-p3]", "m.py::test_zoo[b-p4]",
+        "f.py::test_fuzz", "m.py::test_zoo[c-p1]", "m.py::test_zoo[c-p2]", "g.py::test_graphs[x]",
+    ]
+    units: dict[str, list[str]] = {}
+    for nodeid in collection:
+        units.setdefault(model_scope(nodeid, models), []).append(nodeid)
+    assert work_order(units) == [
+        "f.py::test_fuzz", "g.py::test_graphs[x]",  # lone tests, as collected
+        "m.py::test_zoo[b", "m.py::test_zoo[a", "m.py::test_zoo[c",  # the smallest unit last
+    ]

@@ -67,8 +67,8 @@ def test_determinism_is_checked_from_scratch_on_the_onnx_bytes(monkeypatch):
     calls = iter(range(1000))
     original = convert_module.segment_to_onnx
 
-    def drifting(module):  # a converter whose output depends on how often it ran: not deterministic
-        model = original(module)
+    def drifting(module, **options):  # a converter whose output depends on how often it ran: not deterministic
+        model = original(module, **options)
         model.doc_string = f"conversion {next(calls)}"
         return model
 

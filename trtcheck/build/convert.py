@@ -11,36 +11,30 @@ converted the same way, recursively, into ``BranchConversion``s.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import onnx
 import torch
 import torch.fx
 
 from trtcheck.build.clock import Clock
-from trtcheck.errors import ShapeMismatchError
-from trtcheck.names import checked_settings, resolve_ops
-from trtcheck.partitioning.model import Partition
-from trtcheck.shapes import ShapeMismatch
-
-if TYPE_CHECKING:
-    pass
-from collections.abc import Sequence
-
 from trtcheck.conversion import segment_to_onnx
 from trtcheck.conversion.context import with_weights
 from trtcheck.conversion.interpreter import held_weights
+from trtcheck.errors import ShapeMismatchError
 from trtcheck.lowering.export import independent_inputs, keeps, lower
 from trtcheck.lowering.graph import copy_graph_module, own_mutable_state
-from trtcheck.names import resolve_modules
+from trtcheck.names import checked_settings, resolve_modules, resolve_ops
 from trtcheck.partitioning.decisions import Support
 from trtcheck.partitioning.driver import partition_graph
 from trtcheck.partitioning.extract import segment_module
+from trtcheck.partitioning.model import Partition
 from trtcheck.partitioning.reasons import Target
 from trtcheck.settings import Settings
-from trtcheck.shapes import find_mismatches
+from trtcheck.shapes import ShapeMismatch, find_mismatches, observe
+from trtcheck.values import cloned, same_values
 
 
 @dataclass(eq=False)
@@ -204,9 +198,10 @@ def convert(
 
     The model is never changed: aliased example inputs are copied before export (a graph traced on
     ``(x, x)`` would ignore one input), and buffers the graph writes into get their own copies.
-    ``lowered`` is ``lower(model, example_inputs)`` made earlier (see ``LoweringCache``): it is copied,
+    ``lowered`` is ``lower(model, example_inputs)`` made earlier (see ``LoweringCache``): its graph is copied,
     never changed, so one lowering serves every setting a model is compiled with (it carries its own
-    dynamic sizes: ``dynamic_shapes`` is then not read).
+    dynamic sizes: ``dynamic_shapes`` is then not read). Its ``meta`` keeps shape analysis's run on the example
+    inputs (``OBSERVED``), which the next conversion from it on the same inputs reads instead of running again.
     """
     settings = checked_settings(settings)
     clock = clock or Clock()
@@ -223,11 +218,29 @@ def convert(
     partition = clock.run("partitioning", partition_graph, gm, settings, support, forced_modules=forced_modules)
     mismatched: dict[int, Exception] = {}
     if check_shapes:
-        mismatches = clock.run("shape_analysis", find_mismatches, partition, flat_inputs(gm, args, kwargs))
+        mismatches = clock.run("shape_analysis", _shape_analysis, partition, flat_inputs(gm, args, kwargs), lowered)
         mismatched = _mismatched_segments(partition, mismatches)
     onnx_models, errors = convert_segments(partition, clock)
     branches = convert_branches(partition, clock)
     return Conversion(gm, partition, onnx_models, errors, args, kwargs, mismatched=mismatched, branches=branches)
+
+
+OBSERVED = "trtcheck_observed"
+"""Key of ``lowered.meta``: the example inputs shape analysis last ran the lowering on, and what it observed."""
+
+
+def _shape_analysis(partition: Partition, flat: Sequence[Any], lowered: torch.fx.GraphModule | None) -> list[ShapeMismatch]:
+    """``find_mismatches`` from the ``Observation`` kept with ``lowered`` where it was made on the same inputs (bit
+    for bit) and a graph with the same nodes, else from a new run, then kept there: a lowering reused under several
+    settings (the matrix's presets) runs the model once for all of them. The lowering's own state is never run
+    (every compile runs a copy with its own buffers), so the inputs decide what the graph computes."""
+    kept = lowered.meta.get(OBSERVED) if lowered is not None else None
+    observation = kept[1] if kept is not None and same_values(kept[0], list(flat)) else None
+    if observation is None or not observation.covers(partition.graph_module.graph):
+        observation = observe(partition.graph_module, flat)
+        if lowered is not None:
+            lowered.meta[OBSERVED] = (cloned(list(flat)), observation)
+    return find_mismatches(partition, flat, observation)
 
 
 def convert_segments(partition: Partition, clock: Clock) -> tuple[OnnxModels, dict[int, Exception]]:
@@ -239,8 +252,9 @@ def convert_segments(partition: Partition, clock: Clock) -> tuple[OnnxModels, di
     for index, segment in enumerate(partition.segments):
         if segment.target is Target.TENSORRT:
             try:
+                accepted = {node.name: partition.reasons[node].converter for node in segment.nodes if node in partition.reasons}
                 with held_weights() as weights:
-                    model = clock.run("conversion", segment_to_onnx, segment_module(partition.graph_module, segment))
+                    model = clock.run("conversion", segment_to_onnx, segment_module(partition.graph_module, segment), accepted=accepted)
                 onnx_models[index] = SegmentOnnx(model, weights)
             except Exception as error:  # noqa: BLE001 - any failure of one segment is contained and reported
                 errors[index] = error

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import onnx
 import torch
@@ -39,11 +40,11 @@ def held_weights() -> Iterator[dict[str, torch.Tensor]]:
         _HELD.reset(token)
 
 
-def _convert_node(ctx: ConversionContext, node: torch.fx.Node) -> None:
+def _convert_node(ctx: ConversionContext, node: torch.fx.Node, accepted: Mapping[str, Any]) -> None:
     converter = registry.get(node.target)
     if converter is None:
         raise ConversionError(f"no converter for {describe(node)}")
-    judged = converter.judge(node)
+    judged = converter.judge(node) if accepted.get(node.name) is not converter else registry.Verdict(True, converter=converter)
     if not judged:
         error, reason = judged.error, judged.reason
         why = f": {reason}" if reason else (f" (its validator raised {type(error).__name__}: {error})" if error else "")
@@ -130,12 +131,15 @@ def _shape_differs(want: list[int | str], got: list[int | str]) -> bool:
     return any(isinstance(g, int) and (not isinstance(w, int) or w != g) for w, g in zip(want, got))
 
 
-def segment_to_onnx(gm: torch.fx.GraphModule, opset: int = OPSET) -> onnx.ModelProto:
+def segment_to_onnx(gm: torch.fx.GraphModule, opset: int = OPSET, accepted: Mapping[str, Any] | None = None) -> onnx.ModelProto:
     """Convert a standalone one-segment GraphModule to a checked ONNX model.
 
     Graph inputs are the placeholders (same names), outputs are ``output_0``, ``output_1``, ... in the
     order of the fx output node. Raises ConversionError for any node that cannot be converted.
     Converters target exactly opset 17 (e.g. Reduce* axes as attributes), so no other opset is accepted.
+    ``accepted``: node name -> the converter whose validator partitioning ran on that node and which accepted
+    it (``Reason.converter``); such a node is not judged again while that converter is still the registered one
+    (validators were a tenth of the matrix's time, run once to partition and again to convert).
     """
     if opset != OPSET:
         raise ValueError(f"trtcheck's converters emit ONNX opset {OPSET} only, not {opset}")
@@ -150,7 +154,7 @@ def segment_to_onnx(gm: torch.fx.GraphModule, opset: int = OPSET) -> onnx.ModelP
         elif node.op == "get_attr":
             ctx.bind(node, ctx.parameter(node))
         elif node.op == "call_function":
-            _convert_node(ctx, node)
+            _convert_node(ctx, node, accepted or {})
         elif node.op == "output":
             results = node.args[0]
             if isinstance(results, torch.fx.Node) or not isinstance(results, (tuple, list)):

@@ -88,7 +88,7 @@ def decide(
         return Target.TORCH, Reason(ReasonKind.VALIDATOR_ERROR, f"support check raised {error}")
     if not judged:
         return Target.TORCH, Reason(ReasonKind.NO_CONVERTER, _refusal(node, judged))
-    return Target.TENSORRT, Reason(ReasonKind.CONVERTIBLE)
+    return Target.TENSORRT, Reason(ReasonKind.CONVERTIBLE, converter=judged.converter)
 
 
 def _refusal(node: torch.fx.Node, judged: Verdict) -> str:

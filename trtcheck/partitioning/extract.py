@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 import torch.fx
 
+from trtcheck.lowering.graph import graph_module as lazy_graph_module
 from trtcheck.partitioning.model import Segment
 
 
@@ -26,4 +27,4 @@ def segment_module(graph_module: torch.fx.GraphModule, segment: Segment) -> torc
     for node in segment.nodes:
         env[node] = graph.node_copy(node, env.__getitem__)
     graph.output(tuple(env[value] for value in segment.outputs))
-    return torch.fx.GraphModule(graph_module, graph)
+    return lazy_graph_module(graph_module, graph)

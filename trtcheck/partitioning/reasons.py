@@ -7,7 +7,8 @@ node is where it is, and a reader can tell the user's word from a converter gap 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 
 class Target(str, enum.Enum):
@@ -40,6 +41,9 @@ class ReasonKind(str, enum.Enum):
 class Reason:
     kind: ReasonKind
     detail: str = ""
+    # The converter whose validator accepted the node (a registry verdict): conversion does not ask it again. Not part
+    # of what a reason says, so two reasons compare by kind and detail alone.
+    converter: Any = field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.kind.value}: {self.detail}" if self.detail else self.kind.value

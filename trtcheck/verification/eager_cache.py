@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten
 
-from trtcheck.verification.inputs import cloned
+from trtcheck.values import cloned, same_values
 from trtcheck.verification.state import live_state, same_state
 
 
@@ -62,7 +61,7 @@ class EagerCache:
     def get(self, input_set: tuple, kwargs: Mapping[str, Any] | None, grad: bool) -> tuple[bool, Any]:
         """``(True, outputs)`` where eager's outputs on these inputs in this grad mode are known, else ``(False, None)``."""
         for entry in self._entries:
-            if entry.grad == grad and _same_values(entry.inputs, tuple(input_set)) and _same_values(entry.kwargs, dict(kwargs or {})):
+            if entry.grad == grad and same_values(entry.inputs, tuple(input_set)) and same_values(entry.kwargs, dict(kwargs or {})):
                 self.hits += 1
                 return True, entry.outputs
         return False, None
@@ -93,22 +92,3 @@ def _identity(model: torch.nn.Module) -> tuple:
 
 def _hook_dicts(module: torch.nn.Module) -> list[dict]:
     return [value for name, value in vars(module).items() if name.endswith("hooks") and isinstance(value, dict)]
-
-
-def _same_values(a: Any, b: Any) -> bool:
-    """Bitwise equal leaves in the same structure (a NaN never equals itself: such inputs are simply not reused)."""
-    leaves_a, spec_a = tree_flatten(a)
-    leaves_b, spec_b = tree_flatten(b)
-    if spec_a != spec_b:
-        return False
-    for x, y in zip(leaves_a, leaves_b):
-        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
-            if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
-                return False
-            if x.dtype != y.dtype or x.shape != y.shape or x.layout != y.layout or x.device != y.device:
-                return False
-            if not torch.equal(x, y) or (x.is_floating_point() and not torch.equal(torch.signbit(x), torch.signbit(y))):
-                return False  # -0.0 == 0.0, but 1 / x tells them apart
-        elif type(x) is not type(y) or x != y:
-            return False
-    return True

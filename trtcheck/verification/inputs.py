@@ -13,9 +13,10 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from trtcheck.errors import InputDomainError
+from trtcheck.values import cloned
 
 #: The share of a generated integer tensor's elements that ``draw_like`` sets to an edge value.
 EDGE_SHARE = 0.25
@@ -132,11 +133,6 @@ def _example_size(signature: Any, example: Sequence[Any], symbol: Any) -> int:
 def input_set_of_sizes(signature: Any, example: Sequence[Any], values: Mapping[Any, int], generator: torch.Generator) -> tuple:
     """The positional inputs drawn by ``draw_like`` with the sizes ``values`` gives each symbol."""
     return tuple(_drawn(tuple(example), generator, lambda index, leaf: signature.shape_for(index, values)))
-
-
-def cloned(value: Any) -> Any:
-    """Copies of every Tensor in ``value``: a model that writes into its inputs must not change the next run's."""
-    return tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, value)
 
 
 def run_eager(model: torch.nn.Module, input_set: tuple, kwargs: dict, index: int, generated: bool, grad: bool = False) -> Any:
