@@ -10,6 +10,7 @@ from torch.export import Dim
 
 import trtcheck
 from trtcheck.errors import ShapeMismatchError
+from trtcheck.lowering.graph import copy_graph_module
 from trtcheck.lowering.symbols import DimRange, symbol_ranges
 from trtcheck.partitioning.reasons import Target
 from trtcheck.shapes import (
@@ -299,15 +300,18 @@ def test_one_observation_serves_every_partition_of_its_graph():
     assert observation.covers(lowered.graph) and observation.failed_at is None
     shapes = {name: seen[1:] for name, seen in observation.values.items()}
     assert shapes[next(n.name for n in lowered.graph.nodes if n.target is aten.lgamma.default)] == ((12, 2), torch.float32)
-    for support in (no_lgamma, None):  # three segments, then one: both checked from the one run
-        partition = trtcheck.partition(lowered, (x,), SETTINGS, support)
-        assert observation.covers(partition.graph_module.graph)
+    for support in (no_lgamma, None):  # three segments, then one, each on a copy of the graph: both from the one run
+        partition = trtcheck.partition(copy_graph_module(lowered), (x,), SETTINGS, support)
+        assert partition.graph_module.graph is not lowered.graph and observation.covers(partition.graph_module.graph)
         assert find_mismatches(partition, [x], observation) == find_mismatches(partition, [x]) == []
-    partition = trtcheck.partition(lowered, (x,), SETTINGS, no_lgamma)
+    partition = trtcheck.partition(copy_graph_module(lowered), (x,), SETTINGS, no_lgamma)
     lying = boundary(partition, 0)
     lying.meta["val"] = torch.empty(4, 6, device="meta")
     (mismatch,) = find_mismatches(partition, [x], observation)  # the metadata is read anew, the run is not repeated
     assert mismatch.node is lying and mismatch.got == "[12, 2] torch.float32"
+    (sin,) = [n for n in partition.graph_module.graph.nodes if n.target is aten.sin.default]
+    sin.args = (sin.args[0].args[0],)  # rewired under the same names: not the graph observed
+    assert not observation.covers(partition.graph_module.graph)
 
 
 def test_an_observation_of_another_graph_is_not_used():
@@ -323,12 +327,14 @@ def test_an_observation_of_another_graph_is_not_used():
 
 def test_compile_runs_a_reused_lowering_once_per_example_inputs(monkeypatch):
     """The matrix compiles one lowering under several presets: shape analysis runs the model once for all of them,
-    and again for other inputs, or a graph whose nodes differ."""
+    and again for other inputs (values, signed zeros, strides), a lowering whose weights changed in place, or a
+    graph whose nodes differ; a run that failed is not kept."""
     import trtcheck.build.convert as convert_module
+    from trtcheck.shapes import _Observer
 
     runs = []
-    real = convert_module.observe
-    monkeypatch.setattr(convert_module, "observe", lambda gm, flat: runs.append(gm) or real(gm, flat))
+    real = _Observer.run
+    monkeypatch.setattr(_Observer, "run", lambda self, *args: runs.append(self) or real(self, *args))
     model, x = Flatten(), torch.randn(6, 4)
     lowered = trtcheck.lower(model, (x,))
     for settings in (SETTINGS, trtcheck.Settings(min_block_size=3), trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::sin"])):
@@ -341,10 +347,42 @@ def test_compile_runs_a_reused_lowering_once_per_example_inputs(monkeypatch):
     convert_module.convert(model, (negative_zero,), SETTINGS, lowered=lowered)
     convert_module.convert(model, (-negative_zero,), SETTINGS, lowered=lowered)
     assert len(runs) == 4  # -0.0 is not 0.0
+    convert_module.convert(model, (torch.zeros(7, 4)[1:],), SETTINGS, lowered=lowered)
+    assert len(runs) == 5  # the same values at another offset of their storage
+    with pytest.raises(RuntimeError, match="view size is not compatible"):  # and strides: what a view accepts
+        convert_module.convert(model, (negative_zero.t().contiguous().t(),), SETTINGS, lowered=lowered)
+    assert len(runs) == 6
     convert_module.convert(model, (x.clone(),), SETTINGS, support=no_lgamma)
-    assert len(runs) == 5  # no lowering given: nothing to keep the run with
+    assert len(runs) == 7  # no lowering given: nothing to keep the run with
     # A lie in the kept lowering's metadata is still found: the observation holds values, the metadata is read anew.
     (lgamma_input,) = [n.args[0] for n in lowered.graph.nodes if n.target is aten.lgamma.default]
     lgamma_input.meta["val"] = torch.empty(4, 6, device="meta")
-    conversion = convert_module.convert(model, (negative_zero.neg(),), SETTINGS, support=no_lgamma, lowered=lowered)
-    assert len(runs) == 5 and sorted(conversion.mismatched) == [0]
+    conversion = convert_module.convert(model, (torch.zeros(7, 4)[1:],), SETTINGS, support=no_lgamma, lowered=lowered)
+    assert len(runs) == 7 and sorted(conversion.mismatched) == [0]  # the inputs kept last (a failed run keeps none)
+
+    linear, y = torch.nn.Linear(4, 3), torch.randn(2, 4)
+    lowered = trtcheck.lower(linear, (y,))
+    convert_module.convert(linear, (y,), SETTINGS, lowered=lowered)
+    convert_module.convert(linear, (y,), SETTINGS, lowered=lowered)
+    assert len(runs) == 8
+    with torch.no_grad():
+        next(lowered.parameters()).add_(1.0)  # changed in place (load_state_dict, an optimizer step)
+    convert_module.convert(linear, (y,), SETTINGS, lowered=lowered)
+    assert len(runs) == 9
+
+
+class NotPositiveDefinite(torch.nn.Module):
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.cholesky(a) + 1
+
+
+def test_a_run_that_fails_is_not_kept_and_raises_the_models_own_error():
+    import trtcheck.build.convert as convert_module
+
+    model, a = NotPositiveDefinite(), -torch.eye(3)  # traced on fake tensors, it fails only when it really runs
+    lowered = trtcheck.lower(model, (a,))
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="cholesky") as raised:
+            convert_module.convert(model, (a,), SETTINGS, lowered=lowered)
+        assert "While executing" not in str(raised.value)  # the model's error as its op raised it
+        assert convert_module.OBSERVED not in lowered.meta

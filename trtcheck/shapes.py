@@ -264,7 +264,9 @@ class Observation:
 
 
 def _op(node: torch.fx.Node) -> str:
-    return f"{node.op}:{node.target}"
+    """What a node computes, as far as an observation's reuse must tell: its op, its target and its arguments (other
+    nodes by name), so that a graph rewired under the same names is not taken for the one observed."""
+    return f"{node.op}:{node.target}:{node.args!r}:{node.kwargs!r}"
 
 
 class _Observer(torch.fx.Interpreter):
@@ -272,6 +274,7 @@ class _Observer(torch.fx.Interpreter):
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         super().__init__(gm, garbage_collect_values=True)
+        self.extra_traceback = False  # the model's own error, as its segments raised it, without fx's "While executing"
         self.seen: dict[str, Any] = {}
         self.failed: tuple[str, BaseException] | None = None
 
@@ -324,13 +327,14 @@ def confirm_shapes(partition: Partition, flat_inputs: Sequence[Any]) -> None:
 
 def find_mismatches(partition: Partition, flat_inputs: Sequence[Any], observation: Observation | None = None) -> list[ShapeMismatch]:
     """Every boundary value (a segment's output) whose shape or dtype differs from its metadata, the graph run
-    on copies of ``flat_inputs`` (one per placeholder), or read from ``observation`` (``observe``'s) where it was
-    made on this graph.
+    on copies of ``flat_inputs`` (one per placeholder), or read from ``observation`` where it covers this graph
+    (the caller's word that it was ``observe``'s on these inputs: ``convert`` checks them bit for bit).
 
-    A mismatch does not stop the run: later nodes get the value the earlier ones really produced (as the
-    compiled module would), so every mismatch is found. Should a node then fail on such a value, the check
-    stops at its segment with the mismatches of the segments before it; a node that fails with none found
-    before it is the model failing on its own example inputs, and that error propagates.
+    The graph runs in its own order, the order the model was traced in. A mismatch does not stop the run: later
+    nodes get the value the earlier ones really produced (as the compiled module would), so every mismatch is
+    found. Should a node then fail on such a value, the check stops at its segment with the mismatches of the
+    segments before it; a node that fails with none found before it is the model failing on its own example
+    inputs, and that error propagates.
     """
     gm = partition.graph_module
     if observation is None or not observation.covers(gm.graph):

@@ -231,16 +231,24 @@ OBSERVED = "trtcheck_observed"
 
 def _shape_analysis(partition: Partition, flat: Sequence[Any], lowered: torch.fx.GraphModule | None) -> list[ShapeMismatch]:
     """``find_mismatches`` from the ``Observation`` kept with ``lowered`` where it was made on the same inputs (bit
-    for bit) and a graph with the same nodes, else from a new run, then kept there: a lowering reused under several
-    settings (the matrix's presets) runs the model once for all of them. The lowering's own state is never run
-    (every compile runs a copy with its own buffers), so the inputs decide what the graph computes."""
+    for bit, strides included), with ``lowered``'s parameters and buffers as they were then (their identity and
+    version: an in-place change bumps it), and on a graph with the same nodes; else from a new run, then kept there:
+    a lowering reused under several settings (the matrix's presets) runs the model once for all of them. A run that
+    failed is not kept (its error's traceback holds the run's tensors; the next conversion runs again)."""
+    key = (cloned(list(flat)), _state_versions(lowered)) if lowered is not None else None
     kept = lowered.meta.get(OBSERVED) if lowered is not None else None
-    observation = kept[1] if kept is not None and same_values(kept[0], list(flat)) else None
+    observation = kept[1] if kept is not None and same_values(kept[0][0], key[0]) and kept[0][1] == key[1] else None
     if observation is None or not observation.covers(partition.graph_module.graph):
         observation = observe(partition.graph_module, flat)
-        if lowered is not None:
-            lowered.meta[OBSERVED] = (cloned(list(flat)), observation)
+        if lowered is not None and observation.error is None:
+            lowered.meta[OBSERVED] = (key, observation)
     return find_mismatches(partition, flat, observation)
+
+
+def _state_versions(gm: torch.fx.GraphModule) -> tuple:
+    """Each parameter's and buffer's identity and version counter: what tells that the state a graph computes
+    from changed in place since (``load_state_dict``, an optimizer step) without reading a byte of it."""
+    return tuple((name, id(tensor), tensor._version) for name, tensor in (*gm.named_parameters(), *gm.named_buffers()))
 
 
 def convert_segments(partition: Partition, clock: Clock) -> tuple[OnnxModels, dict[int, Exception]]:

@@ -44,7 +44,9 @@ def work_order(units: Mapping[str, Sized]) -> list[str]:
 
 class ModelScheduling(LoadScopeScheduling):
     """xdist's ``loadscope`` scheduling over ``model_scope``'s units: tests of other kinds are each their own unit
-    (handed out as ``load`` would), a zoo model's tests one unit, in ``work_order``."""
+    (handed out as ``load`` would), a zoo model's tests one unit, in ``work_order`` (which takes the place of xdist's
+    ``--loadscope-reorder``, with or without it). ``workqueue`` and ``_assign_work_unit`` are xdist 3.8's own: a test
+    runs this scheduler under xdist (``suites/testing/test_plugin.py``)."""
 
     def __init__(self, config: Any, log: Any = None, models: Iterable[str] = ()) -> None:
         super().__init__(config, log)
