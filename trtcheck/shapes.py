@@ -31,6 +31,7 @@ from trtcheck.errors import ShapeMismatchError
 from trtcheck.lowering.graph import is_mutable_state
 from trtcheck.lowering.symbols import DimRange, Ranges, dim_range, symbol_ranges
 from trtcheck.partitioning.model import Partition, Segment
+from trtcheck.values import cloned
 
 
 @dataclass(frozen=True)
@@ -251,7 +252,8 @@ class Observation:
     error: BaseException | None = None
 
     def covers(self, graph: torch.fx.Graph) -> bool:
-        """True when this was observed on a graph with ``graph``'s nodes (names and ops), up to where it stopped."""
+        """True when this was observed on a graph with ``graph``'s nodes (names, ops, targets and arguments), up to
+        where it stopped."""
         for node in graph.nodes:
             if node.op in ("placeholder", "output"):
                 continue
@@ -300,7 +302,7 @@ def observe(gm: torch.fx.GraphModule, flat_inputs: Sequence[Any]) -> Observation
     placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
     if len(placeholders) != len(flat_inputs):
         raise ShapeMismatchError(f"expected {len(placeholders)} flat inputs, got {len(flat_inputs)}")
-    copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in flat_inputs]
+    copies = cloned(list(flat_inputs))
     state = [operator.attrgetter(node.target)(gm) for node in gm.graph.nodes if is_mutable_state(node)]
     saved = [tensor.clone() for tensor in state]
     observer = _Observer(gm)
@@ -339,6 +341,11 @@ def find_mismatches(partition: Partition, flat_inputs: Sequence[Any], observatio
     gm = partition.graph_module
     if observation is None or not observation.covers(gm.graph):
         observation = observe(gm, flat_inputs)
+    return boundary_mismatches(partition, observation)
+
+
+def boundary_mismatches(partition: Partition, observation: Observation) -> list[ShapeMismatch]:
+    """``find_mismatches`` read from ``observation``, which the caller knows covers ``partition``'s graph."""
     mismatches: list[ShapeMismatch] = []
     for index, segment in enumerate(partition.segments):
         if observation.failed_at is not None and any(node.name == observation.failed_at for node in segment.nodes):

@@ -19,7 +19,9 @@ def cloned(value: Any) -> Any:
 
 def same_values(a: Any, b: Any) -> bool:
     """Bitwise equal leaves in the same structure (a NaN never equals itself: such inputs are simply not reused;
-    -0.0 is not 0.0, which ``1 / x`` tells apart; tensors on two devices, or with other strides, differ)."""
+    -0.0 is not 0.0, which ``1 / x`` tells apart; tensors on two devices, or with other strides or storage offsets,
+    differ: a kept ``cloned`` copy starts at offset 0, so an input that is a view into a larger storage is never
+    taken for a kept one, which costs a reuse and nothing else)."""
     leaves_a, spec_a = tree_flatten(a)
     leaves_b, spec_b = tree_flatten(b)
     if spec_a != spec_b:

@@ -33,7 +33,7 @@ from trtcheck.partitioning.extract import segment_module
 from trtcheck.partitioning.model import Partition
 from trtcheck.partitioning.reasons import Target
 from trtcheck.settings import Settings
-from trtcheck.shapes import ShapeMismatch, find_mismatches, observe
+from trtcheck.shapes import ShapeMismatch, boundary_mismatches, observe
 from trtcheck.values import cloned, same_values
 
 
@@ -235,14 +235,16 @@ def _shape_analysis(partition: Partition, flat: Sequence[Any], lowered: torch.fx
     version: an in-place change bumps it), and on a graph with the same nodes; else from a new run, then kept there:
     a lowering reused under several settings (the matrix's presets) runs the model once for all of them. A run that
     failed is not kept (its error's traceback holds the run's tensors; the next conversion runs again)."""
-    key = (cloned(list(flat)), _state_versions(lowered)) if lowered is not None else None
+    versions = _state_versions(lowered) if lowered is not None else None
     kept = lowered.meta.get(OBSERVED) if lowered is not None else None
-    observation = kept[1] if kept is not None and same_values(kept[0][0], key[0]) and kept[0][1] == key[1] else None
+    observation = None
+    if kept is not None and kept[1] == versions and same_values(kept[0], list(flat)):
+        observation = kept[2]
     if observation is None or not observation.covers(partition.graph_module.graph):
         observation = observe(partition.graph_module, flat)
         if lowered is not None and observation.error is None:
-            lowered.meta[OBSERVED] = (key, observation)
-    return find_mismatches(partition, flat, observation)
+            lowered.meta[OBSERVED] = (cloned(list(flat)), versions, observation)
+    return boundary_mismatches(partition, observation)
 
 
 def _state_versions(gm: torch.fx.GraphModule) -> tuple:

@@ -44,11 +44,12 @@ def _convert_node(ctx: ConversionContext, node: torch.fx.Node, accepted: Mapping
     converter = registry.get(node.target)
     if converter is None:
         raise ConversionError(f"no converter for {describe(node)}")
-    judged = converter.judge(node) if accepted.get(node.name) is not converter else registry.Verdict(True, converter=converter)
-    if not judged:
-        error, reason = judged.error, judged.reason
-        why = f": {reason}" if reason else (f" (its validator raised {type(error).__name__}: {error})" if error else "")
-        raise ConversionError(f"the converter for {node.target} rejects {describe(node)}{why}")
+    if accepted.get(node.name) is not converter:  # partitioning's verdict stands while its converter is registered
+        judged = converter.judge(node)
+        if not judged:
+            error, reason = judged.error, judged.reason
+            why = f": {reason}" if reason else (f" (its validator raised {type(error).__name__}: {error})" if error else "")
+            raise ConversionError(f"the converter for {node.target} rejects {describe(node)}{why}")
     try:
         with ctx.converting(node, converter.fn):
             result = converter.fn(ctx, node)
