@@ -36,6 +36,21 @@ def test_the_summary_says_what_each_passing_verification_compared(pytester):
     ])
 
 
+def test_quiet_runs_list_no_verification_but_say_how_to_see_them(pytester):
+    """Under -q the per-verification section (1,500 lines for the matrix) gives way to one line; the five-second
+    summary stays last."""
+    pytester.makepyfile(test_down=DOWNSTREAM)
+    result = pytester.runpytest("-q", "--trtcheck", *ORT, "--trtcheck-settings", "min_block_size_1")
+    result.assert_outcomes(passed=1)
+    assert "what passing verifications checked" not in result.stdout.str()
+    result.stdout.no_fnmatch_line("  compared * input sets with eager: *")
+    result.stdout.fnmatch_lines([
+        "trtcheck: 1 passing verification: what each compared is listed without -q",
+        "trtcheck: 1 verification passed, 0 failed, 0 skipped; fallbacks accepted: 0",
+        "trtcheck: worst max abs error of a pass *",
+    ])
+
+
 @pytest.mark.slow
 def test_quiet_runs_still_say_why_trtcheck_tests_were_skipped_and_what_ran(pytester):
     pytester.makepyfile(test_down=DOWNSTREAM)

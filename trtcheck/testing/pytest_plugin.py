@@ -252,7 +252,9 @@ def _quiet_summary(terminalreporter: Any, config: pytest.Config) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """What each passing ``trtcheck_verify`` call compared (``VerificationReport.checked``): a bare PASSED said
-    nothing of the input sets, the worst error and cosine per output, or the engines it checked."""
+    nothing of the input sets, the worst error and cosine per output, or the engines it checked. Under ``-q`` one
+    line says how to see it (quiet asks for less, and the matrix's section alone is 1,500 lines); the run's
+    five-second summary (``run_summary``) comes last either way."""
     checked = [
         (report.nodeid, lines)
         for report in terminalreporter.stats.get("passed", [])
@@ -262,11 +264,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     _quiet_summary(terminalreporter, config)
     if not checked:
         return
-    terminalreporter.section("trtcheck: what passing verifications checked")
-    for nodeid, lines in checked:
-        terminalreporter.line(nodeid)
-        for line in lines:
-            terminalreporter.line(f"  {line}")
+    if config.option.verbose < 0:  # -q: the matrix's 200 verifications would print 1,500 lines above the summary
+        terminalreporter.write_line(f"trtcheck: {plural(len(checked), 'passing verification')}: what each compared "
+                                    "is listed without -q")
+    else:
+        terminalreporter.section("trtcheck: what passing verifications checked")
+        for nodeid, lines in checked:
+            terminalreporter.line(nodeid)
+            for line in lines:
+                terminalreporter.line(f"  {line}")
     for line in run_summary(terminalreporter.stats):
         terminalreporter.write_line(line, bold=True)
 
