@@ -57,6 +57,7 @@ import torch
 
 import trtcheck
 import trtcheck_zoo as models
+from trtcheck.build.clock import Clock
 from trtcheck.conversion import segment_to_onnx
 from trtcheck.engines import TensorSpec, build_engine
 from trtcheck.partitioning.extract import segment_module
@@ -134,32 +135,66 @@ def reset_peak() -> bool:
     return True
 
 
-def _run_trtcheck(model, inputs, dynamic_shapes) -> dict[str, Any]:
-    start = time.perf_counter()
-    compiled = trtcheck.compile(model, inputs, backend="onnxruntime", dynamic_shapes=dynamic_shapes)
-    seconds = time.perf_counter() - start
+class _PhaseMemory:
+    """RSS above ``base`` (MiB) when each phase of compile last ended, and the peak by then: where the memory went.
+    Instrumentation of this benchmark only: it wraps ``Clock.run`` for the duration of one measurement."""
+
+    def __init__(self, base_kib: int) -> None:
+        self.base_kib, self.after = base_kib, {}
+        self._run = Clock.run
+
+    def __enter__(self) -> dict[str, dict[str, float]]:
+        record, run = self._record, self._run
+
+        def timed(clock, phase, fn, *args, **kwargs):
+            try:
+                return run(clock, phase, fn, *args, **kwargs)
+            finally:
+                record(phase)
+
+        Clock.run = timed
+        return self.after
+
+    def __exit__(self, *exc_info) -> None:
+        Clock.run = self._run
+
+    def _record(self, phase: str) -> None:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        self.after[phase] = {"rss_mib": (rss_kib() - self.base_kib) / 1024, "peak_mib": (peak - self.base_kib) / 1024}
+
+
+def _run_trtcheck(model, inputs, dynamic_shapes, check_shapes: bool = True) -> dict[str, Any]:
+    with _PhaseMemory(rss_kib()) as memory:
+        start = time.perf_counter()
+        compiled = trtcheck.compile(model, inputs, backend="onnxruntime", dynamic_shapes=dynamic_shapes,
+                                    check_shapes=check_shapes)
+        seconds = time.perf_counter() - start
     times = compiled.compile_times
     phases = {phase: getattr(times, phase) for phase in PHASES}
     phases["other"] = seconds - sum(phases.values())
     return {"seconds": seconds, "phases": phases, "summary": compiled.partition.summary(),
-            "fallbacks": len(compiled.partition.fallbacks)}
+            "fallbacks": len(compiled.partition.fallbacks), "memory": memory}
 
 
 def _run_peer(model, inputs, dynamic_shapes) -> dict[str, Any]:
     import onnxruntime as ort
 
+    memory = _PhaseMemory(rss_kib())
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "model.onnx")
         start = time.perf_counter()
         torch.onnx.export(model, inputs, path, dynamo=True, dynamic_shapes=dynamic_shapes, verbose=False)
         exported = time.perf_counter()
+        memory._record("export")
         session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         end = time.perf_counter()
+        memory._record("session")
         del session
-    return {"seconds": end - start, "phases": {"export": exported - start, "session": end - exported}}
+    return {"seconds": end - start, "phases": {"export": exported - start, "session": end - exported},
+            "memory": memory.after}
 
 
-def child(tool: str, name: str, keep_denormals: bool) -> None:
+def child(tool: str, name: str, keep_denormals: bool, check_shapes: bool = True) -> None:
     """One measurement, in this (fresh) process: prints one JSON line."""
     import logging
     import warnings
@@ -176,7 +211,7 @@ def child(tool: str, name: str, keep_denormals: bool) -> None:
         for module in ("onnxruntime", "onnxscript", "torch.onnx._internal.exporter._core"):
             importlib.import_module(module)
     model, inputs, dynamic_shapes = build_model(name)
-    run = _run_trtcheck if tool == "trtcheck" else _run_peer
+    run = functools.partial(_run_trtcheck, check_shapes=check_shapes) if tool == "trtcheck" else _run_peer
     gc.collect()
     reset = reset_peak()
     before = rss_kib()
@@ -189,10 +224,12 @@ def child(tool: str, name: str, keep_denormals: bool) -> None:
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def measure(tool: str, name: str, keep_denormals: bool, timeout: float) -> dict[str, Any]:
+def measure(tool: str, name: str, keep_denormals: bool, timeout: float, check_shapes: bool = True) -> dict[str, Any]:
     command = [sys.executable, "-m", "suites.benchmarks.bench_compile", "--child", tool, name]
     if keep_denormals:
         command.append("--keep-denormals")
+    if not check_shapes:
+        command.append("--no-shape-check")
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
@@ -212,13 +249,27 @@ def _phases(runs: list[dict[str, Any]]) -> dict[str, float]:
     return {phase: statistics.median(run["phases"][phase] for run in runs) for phase in runs[0]["phases"]}
 
 
+def _phase_memory(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Median RSS (MiB above the start) when each phase last ended, over the runs that went through it."""
+    phases = dict.fromkeys(phase for run in runs for phase in run.get("memory", {}))
+    return {phase: statistics.median(run["memory"][phase]["rss_mib"] for run in runs if phase in run["memory"])
+            for phase in phases}
+
+
+def _format_memory(memory: dict[str, float], peak: float) -> str:
+    return ", ".join(f"{phase} {mib:.0f}" for phase, mib in memory.items()) + f" (peak {peak:.0f})"
+
+
 def _format_phases(phases: dict[str, float]) -> str:
     return " ".join(f"{phase} {seconds:.2f}" for phase, seconds in phases.items() if seconds >= 0.005)
 
 
-def compare_compile(names: list[str], repeat: int, keep_denormals: bool, timeout: float) -> list[dict[str, Any]]:
+def compare_compile(
+    names: list[str], repeat: int, keep_denormals: bool, timeout: float, check_shapes: bool = True
+) -> list[dict[str, Any]]:
     """Measure each model ``repeat`` times per tool (fresh processes, tools interleaved) and print the table."""
-    print(f"compile: trtcheck.compile (onnxruntime) vs torch.onnx.export(dynamo=True) + one ORT session; "
+    print(f"compile: trtcheck.compile (onnxruntime{'' if check_shapes else ', check_shapes=False'}) vs "
+          f"torch.onnx.export(dynamo=True) + one ORT session; "
           f"fresh process each, median of {repeat}; torch threads {torch.get_num_threads()}, load average "
           f"{os.getloadavg()[0]:.2f}", flush=True)
     print(f"{'model':28s} {'trtcheck s':>10s} {'peer s':>7s} {'time x':>7s} {'trtcheck MiB':>12s} {'peer MiB':>9s} "
@@ -231,7 +282,7 @@ def compare_compile(names: list[str], repeat: int, keep_denormals: bool, timeout
             for tool in TOOLS:
                 if tool in errors:
                     continue
-                result = measure(tool, name, keep_denormals, timeout)
+                result = measure(tool, name, keep_denormals, timeout, check_shapes=check_shapes)
                 if "error" in result:
                     errors[tool] = result["error"]
                 else:
@@ -241,7 +292,7 @@ def compare_compile(names: list[str], repeat: int, keep_denormals: bool, timeout
             if runs[tool]:
                 row[tool] = {"seconds": _median(runs[tool], "seconds"), "peak_mib": _median(runs[tool], "peak_mib"),
                              "model_mib": _median(runs[tool], "model_mib"), "phases": _phases(runs[tool]),
-                             "runs": runs[tool]}
+                             "memory": _phase_memory(runs[tool]), "runs": runs[tool]}
         if "trtcheck" in row and "peer" in row:
             row["time_ratio"] = row["trtcheck"]["seconds"] / row["peer"]["seconds"]
             row["memory_ratio"] = row["trtcheck"]["peak_mib"] / max(row["peer"]["peak_mib"], 1.0)
@@ -267,6 +318,9 @@ def _print_row(row: dict[str, Any]) -> None:
         print(f"    trtcheck: {_format_phases(ours['phases'])}   ({ours['runs'][0]['summary']})", flush=True)
     if peer:
         print(f"    peer:     {_format_phases(peer['phases'])}", flush=True)
+    if ours and peer:
+        print(f"    MiB after each phase: trtcheck {_format_memory(ours['memory'], ours['peak_mib'])}; "
+              f"peer {_format_memory(peer['memory'], peer['peak_mib'])}", flush=True)
     for tool, error in row["errors"].items():
         print(f"    {tool} failed: {error}", flush=True)
 
@@ -369,10 +423,12 @@ def main(argv=None) -> None:
     parser.add_argument("--json", help="compile: write every measurement to this file")
     parser.add_argument("--latency", action="store_true", help="the latency of stitched modules instead of compile time")
     parser.add_argument("--keep-denormals", action="store_true")
+    parser.add_argument("--no-shape-check", action="store_true",
+                        help="compile with check_shapes=False: what shape analysis's run of the model costs")
     parser.add_argument("--child", nargs=2, metavar=("TOOL", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child(*args.child, keep_denormals=args.keep_denormals)
+        child(*args.child, keep_denormals=args.keep_denormals, check_shapes=not args.no_shape_check)
         return
     torch.set_flush_denormal(not args.keep_denormals)
     if args.latency:
@@ -382,7 +438,8 @@ def main(argv=None) -> None:
         boundary_overhead(repeat)
         conversion_time(repeat)
         return
-    rows = compare_compile(_selected(args), args.repeat or 3, args.keep_denormals, args.timeout)
+    rows = compare_compile(_selected(args), args.repeat or 3, args.keep_denormals, args.timeout,
+                           check_shapes=not args.no_shape_check)
     if args.json:
         with open(args.json, "w") as out:
             json.dump(rows, out, indent=1)
