@@ -2,7 +2,7 @@
 and (``--latency``) the latency of stitched modules.
 
     python -m suites.benchmarks.bench_compile [--models vit_b_16 resnet18 resnet50 bert_base] [--repeat 3]
-    python -m suites.benchmarks.bench_compile --zoo [--exclude heavy] [--repeat 1] [--json out.json]
+    python -m suites.benchmarks.bench_compile --zoo [--exclude heavy] [--repeat 1] [--json out.json] [--no-shape-check]
     python -m suites.benchmarks.bench_compile --latency [--models resnet18 mobilenet_v3_small] [--repeat 20]
 
 **Compile** (the default). Per model, each measurement in a fresh process (``python -m
@@ -18,10 +18,15 @@ the model before anything is measured; the peak RSS of the work is ``ru_maxrss``
 it, with the peak reset to the current RSS just before (``/proc/self/clear_refs``), so the model's own memory
 (its weights) is not counted and a transient peak of building it does not hide the tool's. Ratios are
 trtcheck / peer: at most 1.0 means trtcheck compiles as fast, in as little memory, as the exporter plus a
-session. Medians over the rounds. The models: any zoo name, ``--zoo`` (every zoo entry), and ``bert_base``:
-``transformers``' ``BertModel`` at BERT-base size (110M parameters, random weights, no download) on 2 x 128
-tokens, when ``transformers`` is importable. ``torch.onnx.export(dynamo=True)`` needs ``onnxscript``
-(``pip install onnxscript``): without it the peer column says so.
+session. Medians over the rounds. Under each row, the RSS (MiB above the start) when each phase last ended, for
+trtcheck (lowering, partitioning, shape analysis, conversion, engine build, stitching) and the peer (export,
+session), and the peak: where the memory went. ``--no-shape-check`` compiles with ``check_shapes=False``: the
+difference is what shape analysis's one run of the model costs (the first run of PyTorch's kernels in the
+process: their code pages, oneDNN's and MKL's state), which the peer never makes. The models: any zoo name,
+``--zoo`` (every zoo entry), and ``bert_base``: ``transformers``' ``BertModel`` at BERT-base size (110M
+parameters, random weights, no download) on 2 x 128 tokens, when ``transformers`` is importable.
+``torch.onnx.export(dynamo=True)`` needs ``onnxscript`` (``pip install onnxscript``): without it the peer column
+says so.
 
 **Latency** (``--latency``): median latency of eager, of the stitched module (default settings, ONNX Runtime
 backend) and of one ONNX Runtime session over the whole model's ONNX (trtcheck's converters, all nodes in one
