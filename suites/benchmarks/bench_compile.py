@@ -149,7 +149,7 @@ class _PhaseMemory:
         self._run = Clock.run
 
     def __enter__(self) -> dict[str, dict[str, float]]:
-        record, run = self._record, self._run
+        record, run = self.record, self._run
 
         def timed(clock, phase, fn, *args, **kwargs):
             try:
@@ -163,7 +163,7 @@ class _PhaseMemory:
     def __exit__(self, *exc_info) -> None:
         Clock.run = self._run
 
-    def _record(self, phase: str) -> None:
+    def record(self, phase: str) -> None:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         self.after[phase] = {"rss_mib": (rss_kib() - self.base_kib) / 1024, "peak_mib": (peak - self.base_kib) / 1024}
 
@@ -190,10 +190,10 @@ def _run_peer(model, inputs, dynamic_shapes) -> dict[str, Any]:
         start = time.perf_counter()
         torch.onnx.export(model, inputs, path, dynamo=True, dynamic_shapes=dynamic_shapes, verbose=False)
         exported = time.perf_counter()
-        memory._record("export")
+        memory.record("export")
         session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         end = time.perf_counter()
-        memory._record("session")
+        memory.record("session")
         del session
     return {"seconds": end - start, "phases": {"export": exported - start, "session": end - exported},
             "memory": memory.after}
