@@ -22,7 +22,7 @@ session. Medians over the rounds. Under each row, the RSS (MiB above the start) 
 trtcheck (lowering, partitioning, shape analysis, conversion, engine build, stitching) and the peer (export,
 session), and the peak: where the memory went. ``--no-shape-check`` compiles with ``check_shapes=False``: the
 difference is what shape analysis's one run of the model costs (the first run of PyTorch's kernels in the
-process: their code pages, oneDNN's and MKL's state), which the peer never makes. The models: any zoo name,
+process: their code pages and the libraries' state), which the peer never makes. The models: any zoo name,
 ``--zoo`` (every zoo entry), and ``bert_base``: ``transformers``' ``BertModel`` at BERT-base size (110M
 parameters, random weights, no download) on 2 x 128 tokens, when ``transformers`` is importable.
 ``torch.onnx.export(dynamo=True)`` needs ``onnxscript`` (``pip install onnxscript``): without it the peer column
