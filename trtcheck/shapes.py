@@ -338,10 +338,14 @@ def find_mismatches(partition: Partition, flat_inputs: Sequence[Any], observatio
     segments before it; a node that fails with none found before it is the model failing on its own example
     inputs, and that error propagates.
     """
-    gm = partition.graph_module
-    if observation is None or not observation.covers(gm.graph):
-        observation = observe(gm, flat_inputs)
-    return boundary_mismatches(partition, observation)
+    return boundary_mismatches(partition, observed(partition.graph_module, flat_inputs, observation))
+
+
+def observed(gm: torch.fx.GraphModule, flat_inputs: Sequence[Any], observation: Observation | None = None) -> Observation:
+    """``observation`` where it covers ``gm``'s graph, else a new run of ``gm`` on ``flat_inputs`` (``observe``)."""
+    if observation is not None and observation.covers(gm.graph):
+        return observation
+    return observe(gm, flat_inputs)
 
 
 def boundary_mismatches(partition: Partition, observation: Observation) -> list[ShapeMismatch]:

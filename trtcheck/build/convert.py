@@ -33,7 +33,7 @@ from trtcheck.partitioning.extract import segment_module
 from trtcheck.partitioning.model import Partition
 from trtcheck.partitioning.reasons import Target
 from trtcheck.settings import Settings
-from trtcheck.shapes import ShapeMismatch, boundary_mismatches, observe
+from trtcheck.shapes import ShapeMismatch, boundary_mismatches, observed
 from trtcheck.values import cloned, same_values
 
 
@@ -237,13 +237,10 @@ def _shape_analysis(partition: Partition, flat: Sequence[Any], lowered: torch.fx
     failed is not kept (its error's traceback holds the run's tensors; the next conversion runs again)."""
     versions = _state_versions(lowered) if lowered is not None else None
     kept = lowered.meta.get(OBSERVED) if lowered is not None else None
-    observation = None
-    if kept is not None and kept[1] == versions and same_values(kept[0], list(flat)):
-        observation = kept[2]
-    if observation is None or not observation.covers(partition.graph_module.graph):
-        observation = observe(partition.graph_module, flat)
-        if lowered is not None and observation.error is None:
-            lowered.meta[OBSERVED] = (cloned(list(flat)), versions, observation)
+    reusable = kept[2] if kept is not None and kept[1] == versions and same_values(kept[0], list(flat)) else None
+    observation = observed(partition.graph_module, flat, reusable)
+    if lowered is not None and observation is not reusable and observation.error is None:
+        lowered.meta[OBSERVED] = (cloned(list(flat)), versions, observation)
     return boundary_mismatches(partition, observation)
 
 
