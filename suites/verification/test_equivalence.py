@@ -148,6 +148,22 @@ def test_worst_elements_are_sorted_descending_with_their_indices():
     assert errors == sorted(errors, reverse=True) and len(errors) == 4  # equal elements are not "worst"
 
 
+def test_the_elements_failing_the_tolerances_are_listed_before_larger_errors_that_pass():
+    """The nightly fuzz's bmm: 1-ulp errors at 4e4 (within rtol) are larger than the errors near 0 that fail atol; the
+    table listed only the former, so the elements that failed were nowhere in the report."""
+    expected = torch.tensor([38590.7, 0.0, 21561.3, 1e-6, 5.0])
+    actual = expected.clone()
+    actual[0] += 0.0039  # 1e-7 relative: passes
+    actual[2] += 0.00195
+    actual[1], actual[3] = 1.6e-4, 1e-6 + 5e-5  # both over atol 1e-5, the first by more
+    out = compare_outputs(expected, actual, worst_k=3).outputs[0]
+    assert not out.passed
+    assert [w[0] for w in out.worst] == [(1,), (3,), (0,)]  # failing by excess, then the largest passing error
+    assert [w[0] for w in compare_outputs(expected, actual, worst_k=1).outputs[0].worst] == [(1,)]
+    nan = compare_outputs(torch.tensor([0.0, 1.0]), torch.tensor([1.0, float("nan")]), worst_k=2).outputs[0]
+    assert [w[0] for w in nan.worst] == [(1,), (0,)]  # a NaN mismatch before any numeric failure
+
+
 def test_report_has_one_row_per_output_and_the_worst_elements_of_failures():
     x = torch.arange(6.0).reshape(2, 3)
     bad = x.clone()

@@ -108,3 +108,25 @@ def test_float64_outputs_widens_a_graphs_dtype_arguments():
     assert why == "" and reference.dtype == torch.float64
     # No float16 rounding of x * 3, no float32 rounding of 0.1: the float32 input's own value, widened, times 3, plus 0.1.
     torch.testing.assert_close(reference, x.double() * 3 + 0.1, rtol=1e-15, atol=1e-15)
+
+
+def test_float64_outputs_widens_the_dtype_arguments_of_graphs_a_graph_calls():
+    """The dynamic fuzz's graphs wrap their body graph in an outer one (``build_dynamic_graph``): a float32 cast in the
+    body kept the "float64" reference in float32, eager then erred by 0 against it, and a float32 bmm whose products
+    cancel (its engine 1 ulp from eager) was called a conversion error (nightly fuzz, seed
+    111087217277767453169700038397746668426)."""
+    class Casts(nn.Module):
+        def forward(self, x):
+            return (x.to(torch.float16) * 3).to(torch.float32) + torch.full((2,), 0.1, dtype=torch.float32)
+
+    body = torch.export.export(Casts(), (torch.randn(2),)).module()
+    outer = torch.fx.Graph()
+    outer.output(outer.call_module("body", (outer.placeholder("x"),)))
+    holder = nn.Module()
+    holder.body = body
+    wrapped = torch.fx.GraphModule(holder, outer)
+    x = torch.tensor([1 / 3, 2 / 3])
+    reference, why = float64_outputs(wrapped, (x,), {})
+    assert why == "" and reference.dtype == torch.float64
+    torch.testing.assert_close(reference, x.double() * 3 + 0.1, rtol=1e-15, atol=1e-15)
+    torch.testing.assert_close(wrapped(x), Casts()(x), rtol=0, atol=0)  # the model itself still rounds to float16

@@ -15,7 +15,7 @@ from trtcheck.lowering.export import lower
 from trtcheck.verification import repro
 from trtcheck.verification.repro import write_repro
 
-FILES = {"converters.json", "graph.py", "model.pt", "inputs.pt", "settings.json", "failure.txt", "repro.py"}
+FILES = {"converters.json", "graph.py", "model.pt", "inputs.pt", "settings.json", "failure.txt", "repro.py", "verify.json"}
 
 
 class Tiny(torch.nn.Module):

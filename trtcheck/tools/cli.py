@@ -128,17 +128,19 @@ def _reduce(args: argparse.Namespace) -> int:
     from trtcheck.verification.reduce import load_repro, reduce_model  # deferred: it imports torch
 
     if Path(args.model).is_dir():  # a repro folder verify wrote: its graph, inputs and settings
-        model, inputs, settings = load_repro(args.model)
-        name, kwargs = Path(args.model).resolve().name, None
+        case = load_repro(args.model)
+        model, inputs, settings, name, kwargs = case.model, case.example_inputs, case.settings, Path(args.model).resolve().name, None
+        recorded = {"inputs": case.input_sets, "dynamic_shapes": case.dynamic_shapes}
     else:
         settings = _settings(args)
         loaded = _load(args.model)
         model, inputs, name, kwargs = loaded.model_or_program, loaded.example_inputs, loaded.name, loaded.example_kwargs
+        recorded = {}
     out = Path(args.out or f"trtcheck-reduced-{name}")
     with _still_working(f"reducing {name}"):
         reduction = reduce_model(
             model, inputs, settings, backend=args.backend, num_inputs=args.num_inputs, seed=args.seed,
-            example_kwargs=kwargs, out_dir=out, budget=args.budget or None,
+            example_kwargs=kwargs, out_dir=out, budget=args.budget or None, **recorded,
         )
     print(reduction)
     return 1 if reduction.culprits else 0

@@ -79,8 +79,9 @@ class OutputComparison:
     ``inf`` when no such tolerance exists (a NaN/Inf mismatch; for rtol, also an error above atol where
     ``expected == 0``).
 
-    ``worst``: up to ``worst_k`` elements as ``(index, expected, actual, abs error)``, largest error first,
-    NaN/Inf mismatches before everything else. For a non-Tensor leaf ``shape`` is ``()`` and ``dtype`` None.
+    ``worst``: up to ``worst_k`` elements as ``(index, expected, actual, abs error)``: NaN/Inf mismatches, then the
+    elements failing the tolerances by how far their error exceeds ``atol + rtol*|expected|``, then the largest
+    errors. For a non-Tensor leaf ``shape`` is ``()`` and ``dtype`` None.
     """
 
     path: str
@@ -391,13 +392,26 @@ def _compare_tensors(path: str, expected: torch.Tensor, actual: torch.Tensor, rt
             needed, error - atol - needed * magnitude, margin,
             lambda i, t: torch.isclose(flat_a[i], flat_e[i], rtol=t, atol=atol, equal_nan=True))
 
-    top = torch.topk(order, min(max(worst_k, 0), order.numel()))
-    top = top.indices[top.values > 0]  # equal elements are no one's "worst"
+    top = _worst(order, (~close).reshape(-1), magnitude, rtol, atol, max(worst_k, 0))
     indices = _unravel(top, shape)
     result.worst = [(index, e[i].item(), a[i].item(), error[i].item()) for index, i in zip(indices, top.tolist())]
     if not result.passed:
         result.message = _failure_message(result, int((~close).sum()), expected.numel())
     return result
+
+
+def _worst(order: torch.Tensor, failing: torch.Tensor, magnitude: torch.Tensor, rtol: float, atol: float, k: int) -> torch.Tensor:
+    """The flat indices of up to ``k`` elements to show: those failing the tolerances first, by how far their error
+    exceeds ``atol + rtol*|expected|`` (NaN/Inf mismatches before all), then the largest errors of the rest. Largest
+    error alone listed 1-ulp differences of values near 4e4 (each within rtol) above the elements that failed: near
+    0, where products cancelled, a smaller error exceeds atol."""
+    if k == 0:
+        return order.new_empty(0, dtype=torch.long)
+    excess = torch.where(failing, torch.where(order == math.inf, math.inf, order - (atol + rtol * magnitude)), -math.inf)
+    shown = torch.topk(excess, min(k, int(failing.sum()))).indices
+    rest = torch.where(failing, -math.inf, order)
+    more = torch.topk(rest, min(k - shown.numel(), order.numel()))
+    return torch.cat([shown, more.indices[more.values > 0]])  # equal elements are no one's "worst"
 
 
 def _needed_rtol(err: torch.Tensor, mag: torch.Tensor, atol: float) -> float:

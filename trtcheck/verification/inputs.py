@@ -96,6 +96,19 @@ def draw_input_sets(example: Sequence[Any], given: Sequence[InputSet] | None, co
     return [tuple(example), tuple(example), *extra]
 
 
+def compared_input_sets(
+    signature: Any, example: Sequence[Any], given: Sequence[InputSet] | None, count: int, seed: int
+) -> list[tuple[str, tuple]]:
+    """The labelled input sets ``verify`` compares (and ``reduce_model`` searches): the example, the example again,
+    then ``given``, else ``count - 1`` random sets like the example, or, for a module compiled with dynamic sizes
+    (``signature.dynamic``), ``sized_input_sets``."""
+    sets = draw_input_sets(example, given, count, seed)
+    labelled = [("example", sets[0]), ("example again", sets[1])]
+    if given is None and signature.dynamic:
+        return labelled + sized_input_sets(signature, example, count, seed)
+    return labelled + [("given" if given is not None else "random values", s) for s in sets[2:]]
+
+
 def sized_input_sets(signature: Any, example: Sequence[Any], count: int, seed: int) -> list[tuple[str, tuple]]:
     """Input sets with every dynamic size at its minimum, at its maximum, then ``count - 1`` at random sizes in
     range, each labelled with its sizes; values drawn by ``draw_like``."""

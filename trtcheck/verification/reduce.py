@@ -36,7 +36,7 @@ from trtcheck.names import checked_settings
 from trtcheck.partitioning.reasons import Target
 from trtcheck.settings import Settings
 from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_against_reference
-from trtcheck.verification.inputs import cloned, draw_input_sets
+from trtcheck.verification.inputs import InputSet, cloned, compared_input_sets
 from trtcheck.verification.localize import (
     Budget,
     Values,
@@ -47,7 +47,7 @@ from trtcheck.verification.localize import (
     record_eager,
     subgraph_module,
 )
-from trtcheck.verification.repro import safe_name, save_graph_module
+from trtcheck.verification.repro import options_from_json, safe_name, save_graph_module
 
 
 def ddmin(items: Sequence[Any], fails: Callable[[list[Any]], bool], budget: Budget | None = None) -> list[Any]:
@@ -204,17 +204,20 @@ def reduce_model(
     num_inputs: int = 3,
     seed: int = 0,
     example_kwargs: Mapping[str, Any] | None = None,
+    inputs: Sequence[InputSet] | None = None,
+    dynamic_shapes: Any = None,
     **options: Any,
 ) -> Reduction:
-    """Compile ``model`` (as ``verify`` does), find the first input set whose outputs differ from eager's (the
-    examples, then ``num_inputs - 1`` random sets like ``verify``'s), and reduce the mismatch on it. A model
-    whose outputs all match has nothing to reduce: an empty ``Reduction`` that says so."""
+    """Compile ``model`` (as ``verify`` does, with ``dynamic_shapes``), find the first input set whose outputs differ
+    from eager's (``verify``'s sets: the examples, then ``inputs`` or sets drawn like ``verify``'s), and reduce the
+    mismatch on it. A model whose outputs all match has nothing to reduce: an empty ``Reduction`` that says so."""
     settings = checked_settings(settings)
     backend = resolve_backend(backend)
     source = source_of(model, example_inputs, example_kwargs)
-    compiled = compile(source.lowerable, source.example_args, settings, backend, example_kwargs=source.example_kwargs)
+    compiled = compile(source.lowerable, source.example_args, settings, backend, example_kwargs=source.example_kwargs,
+                       dynamic_shapes=dynamic_shapes)
     kwargs = dict(source.example_kwargs or {})
-    for input_set in draw_input_sets(source.example_args, None, num_inputs, seed):
+    for _, input_set in compared_input_sets(compiled.signature, source.example_args, inputs, num_inputs, seed):
         with torch.no_grad():
             expected = source.eager(*cloned(input_set), **cloned(kwargs))
             actual = compiled(*cloned(input_set), **cloned(kwargs))
@@ -224,16 +227,31 @@ def reduce_model(
     return Reduction(candidates=len(tensorrt_nodes(compiled)), notes=["the compiled outputs match eager's: nothing to reduce"])
 
 
-def load_repro(folder: str | os.PathLike) -> tuple[torch.fx.GraphModule, tuple, Settings]:
-    """The graph, inputs and settings of a repro folder ``verification.repro.write_repro`` wrote (a failing
-    ``verify``'s), to reduce: ``trtcheck reduce repro_dir/``."""
+@dataclass
+class ReproCase:
+    """What a repro folder recorded of a failing ``verify`` call (``load_repro``)."""
+
+    model: torch.fx.GraphModule
+    example_inputs: tuple
+    settings: Settings
+    input_sets: list[tuple] | None  # the sets compared after the examples; None: an older folder, drawn again
+    dynamic_shapes: Any
+
+
+def load_repro(folder: str | os.PathLike) -> ReproCase:
+    """The graph, inputs, settings, compared input sets and Dims of a repro folder ``verification.repro.write_repro``
+    wrote (a failing ``verify``'s), to reduce: ``trtcheck reduce repro_dir/``."""
     folder = pathlib.Path(folder)
     missing = [name for name in ("model.pt", "inputs.pt", "settings.json") if not (folder / name).is_file()]
     if missing:
         raise TrtcheckError(f"{folder} is not a trtcheck repro folder: it has no {', '.join(missing)}")
     model = torch.load(folder / "model.pt", weights_only=False)
     inputs = tuple(torch.load(folder / "inputs.pt", weights_only=False))
-    return model, inputs, Settings(**json.loads((folder / "settings.json").read_text()))
+    sets = torch.load(folder / "input_sets.pt", weights_only=False) if (folder / "input_sets.pt").is_file() else None
+    stored = json.loads((folder / "verify.json").read_text()) if (folder / "verify.json").is_file() else {}
+    options, _ = options_from_json(stored)
+    settings = Settings(**json.loads((folder / "settings.json").read_text()))
+    return ReproCase(model, inputs, settings, sets, options.get("dynamic_shapes"))
 
 
 # ------------------------------------------------------------------------------------------- the repro

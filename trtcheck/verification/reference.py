@@ -29,8 +29,9 @@ def float64_outputs(
 
     ``model`` is copied (``copy.deepcopy``, with ``state``, a ``snapshot_state``, restored into the copy when
     given: the state eager started the call from) and never changed. Torch's
-    default dtype is float64 during the call, so tensors ``forward`` creates itself are float64 too; a
-    ``torch.fx.GraphModule`` also has every ``dtype=`` argument of a floating type retargeted to float64.
+    default dtype is float64 during the call, so tensors ``forward`` creates itself are float64 too; every
+    ``torch.fx.GraphModule`` in the model (itself, or one it calls) also has every ``dtype=`` argument of a floating
+    type retargeted to float64.
     """
     try:
         twin = _cast_twin(model, state, torch.float64)
@@ -89,8 +90,10 @@ def _cast_twin(model: torch.nn.Module, state: Mapping[str, torch.Tensor] | None,
     if state is not None:
         restore_state(twin, state)
     twin = twin.to(dtype)
-    if isinstance(twin, torch.fx.GraphModule) and dtype == torch.float64:
-        _widen_dtype_arguments(twin)
+    if dtype == torch.float64:
+        for module in twin.modules():  # a graph calling graphs (a cond's branches, a wrapped body): each of them
+            if isinstance(module, torch.fx.GraphModule):
+                _widen_dtype_arguments(module)
     return twin
 
 

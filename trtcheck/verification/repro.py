@@ -10,6 +10,10 @@
 - ``converters.json``: the converters the graph's ops use that are not trtcheck's own (a user's ``register``,
   an ``override=True`` replacement), by module, name and file, which ``repro.py`` registers again first: a
   wrong converter registered in a test is part of the failure, and without it the repro passes;
+- ``verify.json``: ``verify``'s other arguments (``dynamic_shapes`` with each Dim's name and range, ``rtol``,
+  ``atol``, ``allow_fallbacks``, ``reference``);
+- ``input_sets.pt``: the input sets ``verify`` compared after the example and the example again (the random
+  ones it drew, at the sizes it drew for a dynamic model), passed back as ``inputs=``;
 - ``repro.py``: ``python repro.py`` reruns ``trtcheck.verify`` on them; ``--dry-run`` only loads and
   describes them.
 
@@ -41,12 +45,13 @@ import os
 import pathlib
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.export.dynamic_shapes import Dim, _DerivedDim, _DimHint, _StaticDim
 
 from trtcheck.atomic import atomic_write
 from trtcheck.conversion.registry import get as registered_converter
@@ -79,15 +84,21 @@ def write_repro(
     backend: str,
     failure: str,
     name: str = "repro",
+    *,
+    input_sets: Sequence[Sequence[Any]] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> pathlib.Path | None:
     """Write a standalone reproduction of a failing check into ``directory/<name>/``; return that folder.
 
-    ``name`` (a pytest node id, say) is made safe for any filesystem; an existing folder of that name is
-    overwritten file by file, each file atomically (written aside, then renamed over the old one), so a
-    reader never sees a half-written file. The folder can be moved: ``repro.py`` finds its files next to
-    itself. When the folder cannot be written (``OSError``: an unwritable or uncreatable directory, a
-    full disk), a ``ReproWriteWarning`` says so and None is returned: the failure being reported matters
-    more than its repro, so it is never replaced by an I/O error.
+    ``name`` (a pytest node id, say) is made safe for any filesystem; an existing folder of that name is overwritten
+    file by file, each file atomically (written aside, then renamed over the old one), so a reader never sees a
+    half-written file. The folder can be moved: ``repro.py`` finds its files next to itself. ``input_sets`` (the
+    sets ``verify`` compared after the example and the example again) and ``options`` (its other arguments:
+    ``dynamic_shapes``, ``rtol``, ``atol``, ``allow_fallbacks``, ``reference``) are what ``repro.py`` calls
+    ``verify`` with again: a failure on a random size of a dynamic model reproduces only with the Dims, and a
+    failure on a drawn set only with that set. When the folder cannot be written (``OSError``: an unwritable or
+    uncreatable directory, a full disk), a ``ReproWriteWarning`` says so and None is returned: the failure being
+    reported matters more than its repro, so it is never replaced by an I/O error.
     """
     if isinstance(graph_module, torch.export.ExportedProgram):
         graph_module = graph_module.module()
@@ -101,6 +112,9 @@ def write_repro(
         atomic_write(folder / "settings.json", json.dumps(settings_to_json(_standalone(settings, graph_module)), indent=2) + "\n")
         atomic_write(folder / "failure.txt", failure if failure.endswith("\n") else failure + "\n")
         atomic_write(folder / "converters.json", json.dumps(user_converters(graph_module), indent=2) + "\n")
+        atomic_write(folder / "verify.json", json.dumps(options_to_json(options or {}), indent=2) + "\n")
+        if input_sets is not None:
+            atomic_write(folder / "input_sets.pt", lambda file: torch.save([tuple(s) for s in input_sets], file))
         atomic_write(folder / "repro.py", _SCRIPT.format(backend=backend, failure=_first_line(failure)))
     except OSError as error:
         reason = error.strerror or str(error)
@@ -224,6 +238,80 @@ def settings_to_json(settings: Settings) -> dict[str, Any]:
         return str(value)  # torch.ops.aten.add.Tensor -> "aten.add.Tensor"
 
     return plain(dataclasses.asdict(settings))
+
+
+def options_to_json(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``verify``'s keyword arguments as JSON; ``dynamic_shapes`` by ``dynamic_shapes_to_json``. One that cannot be
+    stored (a Dim derived by a non-linear function) is left out and named under ``"not_recorded"``, which
+    ``repro.py`` prints."""
+    stored: dict[str, Any] = {}
+    for key, value in options.items():
+        try:
+            stored[key] = dynamic_shapes_to_json(value) if key == "dynamic_shapes" else json.loads(json.dumps(value))
+        except (TypeError, ValueError) as error:
+            stored.setdefault("not_recorded", []).append(f"{key}: {error}")
+    return stored
+
+
+def options_from_json(stored: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``options_to_json``'s record back as ``verify``'s keyword arguments, and what could not be recorded."""
+    options = {key: value for key, value in stored.items() if key != "not_recorded"}
+    if "dynamic_shapes" in options:
+        options["dynamic_shapes"] = dynamic_shapes_from_json(options["dynamic_shapes"])
+    return options, list(stored.get("not_recorded", []))
+
+
+def dynamic_shapes_to_json(spec: Any) -> Any:
+    """torch.export's ``dynamic_shapes`` as JSON: each ``Dim`` as its name and range (an unbounded maximum as
+    None), a derived Dim (``2 * batch + 1``) as its root with scale and offset, a hint (``Dim.AUTO``) by name,
+    and containers tagged (``{"tuple": [...]}``, ``{"dict": [[key, value], ...]}``) so that a dict's int keys
+    (dim indices) and a tuple stay what they were."""
+    def bound(value: Any) -> int | None:
+        return int(value) if isinstance(value, int) else None  # torch's unbounded maximum is sympy's int_oo
+
+    if spec is None or (isinstance(spec, int) and not isinstance(spec, bool)):
+        return spec
+    if isinstance(spec, _DimHint):
+        return {"hint": spec.type.name, "min": spec.min, "max": spec.max}
+    if isinstance(spec, _DerivedDim):
+        offset = spec.fn(0)
+        return {"derived": dynamic_shapes_to_json(spec.root), "scale": spec.fn(1) - offset, "offset": offset}
+    if isinstance(spec, _StaticDim):
+        return int(spec.min)
+    if isinstance(spec, Dim):
+        return {"Dim": spec.__name__, "min": bound(spec.min), "max": bound(spec.max)}
+    if isinstance(spec, dict):
+        return {"dict": [[key, dynamic_shapes_to_json(value)] for key, value in spec.items()]}
+    if isinstance(spec, (tuple, list)):
+        return {type(spec).__name__: [dynamic_shapes_to_json(value) for value in spec]}
+    raise TypeError(f"cannot record {spec!r} of dynamic_shapes")
+
+
+def dynamic_shapes_from_json(stored: Any) -> Any:
+    """``dynamic_shapes_to_json``'s record back as ``dynamic_shapes``: Dims of one name are one Dim object."""
+    dims: dict[str, Any] = {}
+
+    def decode(value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        if "hint" in value:
+            hint = getattr(Dim, value["hint"])
+            bounds = {key: value[key] for key in ("min", "max") if value[key] is not None}
+            return hint(**bounds) if bounds else hint
+        if "derived" in value:
+            root = decode(value["derived"])
+            dim = root * value["scale"] if value["scale"] != 1 else root
+            return dim + value["offset"] if value["offset"] else dim
+        if "Dim" in value:
+            bounds = {key: value[key] for key in ("min", "max") if value[key] is not None}
+            return dims.setdefault(value["Dim"], Dim(value["Dim"], **bounds))
+        if "dict" in value:
+            return {key: decode(item) for key, item in value["dict"]}
+        if "tuple" in value:
+            return tuple(decode(item) for item in value["tuple"])
+        return [decode(item) for item in value["list"]]
+
+    return decode(stored)
 
 
 def _first_line(text: str) -> str:
@@ -423,7 +511,7 @@ import pathlib
 import torch
 
 import trtcheck
-from trtcheck.verification.repro import register_recorded_converters
+from trtcheck.verification.repro import options_from_json, register_recorded_converters
 
 HERE = pathlib.Path(__file__).resolve().parent
 BACKEND = {backend!r}
@@ -447,10 +535,14 @@ def main(argv=None):
     model = torch.load(HERE / "model.pt", weights_only=False)  # a torch.fx.GraphModule
     inputs = torch.load(HERE / "inputs.pt", weights_only=False)  # a tuple of positional inputs
     settings = trtcheck.Settings(**json.loads((HERE / "settings.json").read_text()))
+    options, not_recorded = options_from_json(json.loads((HERE / "verify.json").read_text()))  # dynamic_shapes, rtol...
+    given = torch.load(HERE / "input_sets.pt", weights_only=False) if (HERE / "input_sets.pt").is_file() else None
     print("recorded failure:", (HERE / "failure.txt").read_text().strip().splitlines()[0])
     converters = register_recorded_converters(HERE / "converters.json")  # the user's own, as when it failed
     for line in converters:
         print("converter:", line)
+    for line in not_recorded:
+        print("NOT recorded, so not passed to verify:", line)
     if args.dry_run:
         nodes = list(model.graph.nodes)
         ops = sum(node.op == "call_function" for node in nodes)
@@ -458,10 +550,12 @@ def main(argv=None):
         for index, value in enumerate(inputs):
             print(f"input {{index}}: {{describe(value)}}")
         print(f"settings: {{settings!r}}")
+        print(f"verify options: {{options!r}}")
+        print(f"input sets besides the example: {{len(given) if given is not None else 'drawn by verify'}}")
         print(f"backend: {{BACKEND}}")
         print("dry run: trtcheck.verify not called")
         return 0
-    report = trtcheck.verify(model, inputs, settings=settings, backend=BACKEND)
+    report = trtcheck.verify(model, inputs, settings=settings, backend=BACKEND, inputs=given, **options)
     print(report)
     missing = [line for line in converters if line.startswith("NOT registered")]
     print("verify passed: the failure did not reproduce" + (f" ({{len(missing)}} of its converters could not be registered: see above)"

@@ -43,7 +43,7 @@ from trtcheck.verification.determinism import (
 )
 from trtcheck.verification.eager_cache import EagerCache
 from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_against_reference, judge_reduced_precision
-from trtcheck.verification.inputs import InputSet, cloned, draw_input_sets, run_eager, sized_input_sets
+from trtcheck.verification.inputs import InputSet, cloned, compared_input_sets, run_eager
 from trtcheck.verification.invariants import Violation, check_invariants
 from trtcheck.verification.localize import Localization, localize, record_eager
 from trtcheck.verification.ranges import RangeFinding, describe_findings, range_findings
@@ -255,12 +255,8 @@ def verify(
         )
         report.violations += mode_violations
         grad = bool(mode_violations)  # eager differs between modes: compare with what was traced
-        input_sets = draw_input_sets(example_inputs, inputs, num_inputs, seed)
-        report.input_sets = ["example", "example again"] + ["given" if inputs is not None else "random values"] * (len(input_sets) - 2)
-        if inputs is None and stitched.signature.dynamic:
-            sized = sized_input_sets(stitched.signature, example_inputs, num_inputs, seed)
-            input_sets = input_sets[:2] + [s for _, s in sized]
-            report.input_sets = report.input_sets[:2] + [label for label, _ in sized]
+        labelled = compared_input_sets(stitched.signature, example_inputs, inputs, num_inputs, seed)
+        report.input_sets, input_sets = [label for label, _ in labelled], [s for _, s in labelled]
         mode_call_violations, in_modes = call_mode_violations(stitched, input_sets[0], example_kwargs)
         report.violations += mode_call_violations
         stateful = bool(compiled_state(stitched))  # eager's state before each call, for its float64 reference
@@ -303,7 +299,10 @@ def verify(
     if not report.passed:
         if report_dir is not None:
             failure = "\n".join(str(report).splitlines()[:40])
-            report.repro = write_repro(report_dir, partition.graph_module, tuple(example_inputs), settings, backend, failure, name=name)
+            options = {"dynamic_shapes": dynamic_shapes, "rtol": rtol, "atol": atol, "allow_fallbacks": allow_fallbacks,
+                       "reference": reference}
+            report.repro = write_repro(report_dir, partition.graph_module, tuple(example_inputs), settings, backend, failure,
+                                       name=name, input_sets=input_sets[2:], options=options)
             if report.repro is not None and report.localization is not None:
                 (report.repro / "localization.txt").write_text(str(report.localization) + "\n")
         raise VerificationError(report)
