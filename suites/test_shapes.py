@@ -3,6 +3,9 @@ partitions, and ``find_mismatches`` catching metadata that lies without touching
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.fx
@@ -20,6 +23,7 @@ from trtcheck.shapes import (
     confirm_shapes,
     expected_shape,
     find_mismatches,
+    lean_run,
     observe,
     partition_shapes,
     segment_shapes,
@@ -389,3 +393,58 @@ def test_a_run_that_fails_is_not_kept_and_raises_the_models_own_error():
             convert_module.convert(model, (a,), SETTINGS, lowered=lowered)
         assert "While executing" not in str(raised.value)  # the model's error as its op raised it
         assert convert_module.OBSERVED not in lowered.meta
+
+
+_SEEN: list[tuple[int, bool]] = []
+
+
+def _settings_seen_by_the_run() -> tuple[int, bool]:
+    _SEEN.append((torch.get_num_threads(), torch._C._get_mkldnn_enabled()))
+    return _SEEN[-1]
+
+
+def _raises(x: torch.Tensor) -> torch.Tensor:
+    raise RuntimeError("the model's own error")
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["runs", "raises"])
+def test_observe_runs_on_one_thread_without_onednn_and_restores_both(monkeypatch, fails):
+    """``lean_run``: what the shape-analysis run leaves in the process (issue 25's memory); the user's settings come
+    back whatever the run does."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    seen = graph.call_function(_settings_seen_by_the_run, ())
+    relu = graph.call_function(aten.relu.default, (x,))
+    graph.output((graph.call_function(_raises, (relu,)) if fails else relu, seen))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    calls = []
+    monkeypatch.setattr(trtcheck.shapes, "_release_freed_memory", lambda: calls.append("trim"))
+    threads = max(torch.get_num_threads(), 2)
+    torch.set_num_threads(threads)
+    try:
+        with lean_run():
+            assert _settings_seen_by_the_run() == (1, False)
+        _SEEN.clear()
+        observation = observe(gm, [torch.randn(3)])
+        assert (observation.error is not None) == fails and _SEEN == [(1, False)]
+        assert _settings_seen_by_the_run() == (threads, True) and calls == ["trim", "trim"]
+    finally:
+        torch.set_num_threads(threads)
+        torch.backends.mkldnn.set_flags(_enabled=True, _fp32_precision=None)
+
+
+@pytest.mark.slow
+def test_shape_analysis_runs_where_torch_testing_froze_the_backend_flags():
+    """``torch.testing._internal.common_utils`` calls ``torch.backends.disable_global_flags()`` on import (the OpInfo
+    tests import it): setting ``torch.backends.mkldnn.enabled`` then raises, which failed every later compile in
+    that pytest worker. A fresh interpreter: the freeze cannot be undone."""
+    script = (
+        "import torch, torch.testing._internal.common_utils, trtcheck\n"
+        "assert torch.backends.flags_frozen()\n"
+        "compiled = trtcheck.compile(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), (torch.randn(2, 4),),"
+        " trtcheck.Settings(min_block_size=1), backend='onnxruntime')\n"
+        "assert torch._C._get_mkldnn_enabled()\n"
+        "print('compiled', len(compiled.partition.segments))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "compiled 1" in done.stdout, done.stderr[-2000:]
