@@ -13,6 +13,7 @@ import trtcheck
 from trtcheck.lowering.export import lower
 from trtcheck.names import resolve_ops
 from trtcheck.testing.random_graphs import Step, build_dynamic_graph
+from trtcheck.verification.reduce import load_repro
 from trtcheck.verification.repro import (
     dynamic_shapes_from_json,
     dynamic_shapes_to_json,
@@ -259,3 +260,18 @@ def test_a_failure_on_a_random_size_of_a_dynamic_model_reproduces(tmp_path):
     result = run_script(tmp_path / "case")
     assert result.returncode == 1 and "VerificationError" in result.stderr, result.stdout + result.stderr
     assert "input set 4 (given): outputs differ from eager" in result.stderr
+
+
+def test_load_repro_gives_back_the_input_sets_dims_and_tolerances_verify_recorded(tmp_path, case):
+    """``trtcheck reduce repro_dir/`` searches what the failing verify compared, with its Dims and tolerances."""
+    gm, inputs, settings = case
+    drawn = [(torch.randn(2, 3), {"bias": torch.randn(4)})]
+    batch = torch.export.Dim("batch", min=2, max=5)
+    folder = write_repro(tmp_path, gm, inputs, settings, "onnxruntime", "boom", input_sets=drawn,
+                         options={"dynamic_shapes": ({0: batch}, None), "rtol": 1e-3, "atol": 2e-4})
+    loaded = load_repro(folder)
+    assert len(loaded.input_sets) == 1 and torch.equal(loaded.input_sets[0][0], drawn[0][0])
+    assert loaded.dynamic_shapes[0][0].__name__ == "batch" and loaded.dynamic_shapes[1] is None
+    assert (loaded.rtol, loaded.atol) == (1e-3, 2e-4)
+    bare = load_repro(write_repro(tmp_path, gm, inputs, settings, "onnxruntime", "boom", name="bare"))
+    assert bare.input_sets is None and bare.dynamic_shapes is None and bare.rtol is None

@@ -130,7 +130,7 @@ def _reduce(args: argparse.Namespace) -> int:
     if Path(args.model).is_dir():  # a repro folder verify wrote: its graph, inputs and settings
         case = load_repro(args.model)
         model, inputs, settings, name, kwargs = case.model, case.example_inputs, case.settings, Path(args.model).resolve().name, None
-        recorded = {"inputs": case.input_sets, "dynamic_shapes": case.dynamic_shapes}
+        recorded = {"inputs": case.input_sets, "dynamic_shapes": case.dynamic_shapes, "rtol": case.rtol, "atol": case.atol}
     else:
         settings = _settings(args)
         loaded = _load(args.model)

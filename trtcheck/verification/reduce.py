@@ -236,11 +236,13 @@ class ReproCase:
     settings: Settings
     input_sets: list[tuple] | None  # the sets compared after the examples; None: an older folder, drawn again
     dynamic_shapes: Any
+    rtol: float | None = None  # the tolerances verify was given (None: the dtype's defaults)
+    atol: float | None = None
 
 
 def load_repro(folder: str | os.PathLike) -> ReproCase:
-    """The graph, inputs, settings, compared input sets and Dims of a repro folder ``verification.repro.write_repro``
-    wrote (a failing ``verify``'s), to reduce: ``trtcheck reduce repro_dir/``."""
+    """The graph, inputs, settings, compared input sets, Dims and tolerances of a repro folder
+    ``verification.repro.write_repro`` wrote (a failing ``verify``'s), to reduce: ``trtcheck reduce repro_dir/``."""
     folder = pathlib.Path(folder)
     missing = [name for name in ("model.pt", "inputs.pt", "settings.json") if not (folder / name).is_file()]
     if missing:
@@ -251,7 +253,7 @@ def load_repro(folder: str | os.PathLike) -> ReproCase:
     stored = json.loads((folder / "verify.json").read_text()) if (folder / "verify.json").is_file() else {}
     options, _ = options_from_json(stored)
     settings = Settings(**json.loads((folder / "settings.json").read_text()))
-    return ReproCase(model, inputs, settings, sets, options.get("dynamic_shapes"))
+    return ReproCase(model, inputs, settings, sets, options.get("dynamic_shapes"), options.get("rtol"), options.get("atol"))
 
 
 # ------------------------------------------------------------------------------------------- the repro
