@@ -309,12 +309,12 @@ def lean_run() -> Iterator[None]:
     92 -> 59, vgg11 72 -> 45. The run is slower (convnext_tiny 0.09 -> 0.5 s, vit_b_16 0.3 -> 0.45 s); the shapes
     are the same (a kernel choice changes values' last bits, never shapes). Both settings are restored also when
     the run raises; while it runs they hold for the whole process, as every ``torch.backends`` flag does."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    # set_flags, not the ``enabled`` property: that raises once torch.testing's common_utils froze the flags
-    # (disable_global_flags); only the flag given is set, and _fp32_precision=None leaves that one alone.
-    onednn = torch.backends.mkldnn.set_flags(_enabled=False, _fp32_precision=None)[0]
+    threads, onednn = torch.get_num_threads(), torch.backends.mkldnn.enabled
     try:
+        torch.set_num_threads(1)
+        # set_flags, not the ``enabled`` property: that raises once torch.testing's common_utils froze the flags
+        # (disable_global_flags); only the flag given is set, and _fp32_precision=None leaves that one alone.
+        torch.backends.mkldnn.set_flags(_enabled=False, _fp32_precision=None)
         yield
     finally:
         torch.backends.mkldnn.set_flags(_enabled=onednn, _fp32_precision=None)

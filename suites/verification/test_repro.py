@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
 import trtcheck
+from suites.verification.planted import off_by, planted
 from trtcheck.lowering.export import lower
 from trtcheck.names import resolve_ops
 from trtcheck.testing.random_graphs import Step, build_dynamic_graph
@@ -275,3 +278,59 @@ def test_load_repro_gives_back_the_input_sets_dims_and_tolerances_verify_recorde
     assert (loaded.rtol, loaded.atol) == (1e-3, 2e-4)
     bare = load_repro(write_repro(tmp_path, gm, inputs, settings, "onnxruntime", "boom", name="bare"))
     assert bare.input_sets is None and bare.dynamic_shapes is None and bare.rtol is None
+
+
+class Bilinear(torch.nn.Module):
+    def forward(self, x, w):
+        return (x @ w).relu() @ w
+
+
+@pytest.mark.slow
+def test_the_repro_of_a_dynamic_module_compiles_its_lowered_graph_for_the_dims(tmp_path):
+    """A module's repro graph is its lowering, an ATen graph whose metadata fixes the example's sizes; with the
+    recorded Dims, lowering exports it again (before, it refused: ``LoweringError``), and the recorded sets at other
+    sizes run. Here the model is right, so the rerun passes on all of them."""
+    example = (torch.randn(4, 8), torch.randn(8, 8))
+    batch = torch.export.Dim("batch", min=2, max=16)
+    dims = {"x": {0: batch}, "w": None}
+    gm = lower(Bilinear(), example, dynamic_shapes=dims)
+    sets = [(torch.randn(2, 8), example[1]), (torch.randn(16, 8), example[1])]
+    folder = write_repro(tmp_path, gm, example, trtcheck.Settings(min_block_size=1), "onnxruntime", "boom",
+                         input_sets=sets, options={"dynamic_shapes": dims})
+    result = run_script(folder)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "compared 4 input sets with eager: example, example again, given x2" in result.stdout
+    assert "did not reproduce" in result.stdout
+
+
+def test_what_verify_json_cannot_hold_is_named_and_write_repro_never_raises(tmp_path, case):
+    """numpy scalars where verify takes them (a tolerance, a Dim's bound), a namedtuple of Dims: recorded as plain
+    values; what cannot be recorded at all is named under ``not_recorded``, never raised (a repro must not replace
+    the failure it reproduces). A folder written again without input sets loses the old ``input_sets.pt``."""
+    gm, inputs, settings = case
+    Pair = collections.namedtuple("Pair", "x extra")
+    dims = Pair({0: torch.export.Dim("b", min=np.int64(2), max=np.int64(9))}, {"bias": {0: torch.export.Dim.AUTO(min=np.int64(1))}})
+    folder = write_repro(tmp_path, gm, inputs, settings, "onnxruntime", "boom", input_sets=[inputs],
+                         options={"dynamic_shapes": dims, "rtol": np.float32(1e-3), "atol": object()})
+    options, missing = options_from_json(json.loads((folder / "verify.json").read_text()))
+    b = options["dynamic_shapes"][0][0]
+    assert isinstance(options["dynamic_shapes"], tuple) and (b.min, b.max) == (2, 9)
+    assert options["dynamic_shapes"][1]["bias"][0].min == 1
+    assert options["rtol"] == pytest.approx(1e-3) and "atol" not in options and missing[0].startswith("atol: ")
+    write_repro(tmp_path, gm, inputs, settings, "onnxruntime", "again")
+    assert not (folder / "input_sets.pt").exists()
+
+
+def test_the_repro_of_a_dynamic_exported_program_keeps_the_sets_its_saved_graph_can_take(tmp_path):
+    """An ExportedProgram's Dims are in the program, not in ``dynamic_shapes``, and the saved graph does not keep
+    them: the sets at other sizes would stop its rerun with an InputMismatchError, so they are left out and named."""
+    example = (torch.randn(4, 8), torch.randn(8, 8))
+    program = torch.export.export(Bilinear(), example, dynamic_shapes=({0: torch.export.Dim("batch", min=2, max=16)}, None))
+    with planted(aten.relu.default, None, off_by(1.01)), pytest.raises(trtcheck.VerificationError) as failure:
+        trtcheck.verify(program, example, trtcheck.Settings(min_block_size=1), backend="onnxruntime", num_inputs=2,
+                        report_dir=tmp_path, name="case", localize_budget=0)
+    assert [label.split(":")[0] for label in failure.value.report.input_sets[2:]] == ["min", "max", "random size"]
+    kept = torch.load(tmp_path / "case" / "input_sets.pt", weights_only=False)
+    assert kept == []  # none of the three has the example's batch of 4
+    stored = json.loads((tmp_path / "case" / "verify.json").read_text())
+    assert stored["not_recorded"][0].startswith("the input sets at sizes other than the example's (3)")

@@ -41,7 +41,8 @@ def lower(
 
     An ATen ``GraphModule`` is returned as it is (only its missing ``meta["val"]`` are filled in): passes
     that need to rewrite a graph they do not own copy it first (``copy_graph_module``), which for large
-    graphs costs more than partitioning itself.
+    graphs costs more than partitioning itself. With ``dynamic_shapes`` it is exported again with them (its
+    metadata fixes every size at the example's): a repro folder's saved graph of a dynamic model is such a graph.
 
     A ``torch.export.ExportedProgram`` (a ``.pt2`` file's content) is lowered as it is, without tracing
     again: only its core-ATen decompositions are run, so the graph is the one the user exported.
@@ -73,12 +74,7 @@ def lower(
             f"example_inputs must be a tuple of the model's positional inputs, got {type(example_inputs).__name__}: "
             "write (x,) for a single input"
         )
-    if isinstance(model, torch.fx.GraphModule) and is_aten_graph(model):
-        if dynamic_shapes is not None:
-            raise LoweringError(
-                "dynamic_shapes was given with an ATen GraphModule, which is used as it is (its metadata decides "
-                "its shapes). Fix: pass the nn.Module, or an ExportedProgram exported with dynamic_shapes"
-            )
+    if isinstance(model, torch.fx.GraphModule) and is_aten_graph(model) and dynamic_shapes is None:
         return _reuse_aten_graph(model, example_inputs)
     return _kept(_export(model, tuple(example_inputs), dict(example_kwargs or {}), dynamic_shapes, keep), keep)
 

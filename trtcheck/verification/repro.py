@@ -41,6 +41,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import operator
 import os
 import pathlib
 import re
@@ -115,6 +116,8 @@ def write_repro(
         atomic_write(folder / "verify.json", json.dumps(options_to_json(options or {}), indent=2) + "\n")
         if input_sets is not None:
             atomic_write(folder / "input_sets.pt", lambda file: torch.save([tuple(s) for s in input_sets], file))
+        else:
+            (folder / "input_sets.pt").unlink(missing_ok=True)  # an earlier failure's, in a folder of this name
         atomic_write(folder / "repro.py", _SCRIPT.format(backend=backend, failure=_first_line(failure)))
     except OSError as error:
         reason = error.strerror or str(error)
@@ -247,7 +250,11 @@ def options_to_json(options: Mapping[str, Any]) -> dict[str, Any]:
     stored: dict[str, Any] = {}
     for key, value in options.items():
         try:
-            stored[key] = dynamic_shapes_to_json(value) if key == "dynamic_shapes" else json.loads(json.dumps(value))
+            if key == "dynamic_shapes":
+                value = dynamic_shapes_to_json(value)
+            elif key in ("rtol", "atol") and value is not None:
+                value = float(value)  # verify takes a tensor or numpy scalar as well
+            stored[key] = json.loads(json.dumps(value))
         except (TypeError, ValueError) as error:
             stored.setdefault("not_recorded", []).append(f"{key}: {error}")
     return stored
@@ -267,12 +274,15 @@ def dynamic_shapes_to_json(spec: Any) -> Any:
     and containers tagged (``{"tuple": [...]}``, ``{"dict": [[key, value], ...]}``) so that a dict's int keys
     (dim indices) and a tuple stay what they were."""
     def bound(value: Any) -> int | None:
-        return int(value) if isinstance(value, int) else None  # torch's unbounded maximum is sympy's int_oo
+        try:
+            return operator.index(value)  # an int, a numpy integer
+        except TypeError:
+            return None  # torch's unbounded maximum is sympy's int_oo
 
     if spec is None or (isinstance(spec, int) and not isinstance(spec, bool)):
         return spec
     if isinstance(spec, _DimHint):
-        return {"hint": spec.type.name, "min": spec.min, "max": spec.max}
+        return {"hint": spec.type.name, "min": bound(spec.min), "max": bound(spec.max)}
     if isinstance(spec, _DerivedDim):
         offset = spec.fn(0)
         return {"derived": dynamic_shapes_to_json(spec.root), "scale": spec.fn(1) - offset, "offset": offset}
@@ -283,7 +293,7 @@ def dynamic_shapes_to_json(spec: Any) -> Any:
     if isinstance(spec, dict):
         return {"dict": [[key, dynamic_shapes_to_json(value)] for key, value in spec.items()]}
     if isinstance(spec, (tuple, list)):
-        return {type(spec).__name__: [dynamic_shapes_to_json(value) for value in spec]}
+        return {"tuple" if isinstance(spec, tuple) else "list": [dynamic_shapes_to_json(value) for value in spec]}
     raise TypeError(f"cannot record {spec!r} of dynamic_shapes")
 
 
@@ -506,6 +516,7 @@ The full failure is in failure.txt; graph.py shows the graph's code. Written by 
 
 import argparse
 import json
+import operator
 import pathlib
 
 import torch

@@ -301,12 +301,24 @@ def verify(
             failure = "\n".join(str(report).splitlines()[:40])
             options = {"dynamic_shapes": dynamic_shapes, "rtol": rtol, "atol": atol, "allow_fallbacks": allow_fallbacks,
                        "reference": reference}
+            recorded = input_sets[2:]
+            if dynamic_shapes is None and stitched.signature.dynamic:  # an ExportedProgram's Dims, fixed in it
+                recorded = [s for s in recorded if _sizes(s) == _sizes(example_inputs)]
+                options["not_recorded"] = [
+                    f"the input sets at sizes other than the example's ({len(input_sets) - 2 - len(recorded)}): the "
+                    "exported program's Dims are not in the saved graph; verify the program itself to test them"
+                ]
             report.repro = write_repro(report_dir, partition.graph_module, tuple(example_inputs), settings, backend, failure,
-                                       name=name, input_sets=input_sets[2:], options=options)
+                                       name=name, input_sets=recorded, options=options)
             if report.repro is not None and report.localization is not None:
                 (report.repro / "localization.txt").write_text(str(report.localization) + "\n")
         raise VerificationError(report)
     return report
+
+
+def _sizes(input_set: Sequence[Any]) -> list[Any]:
+    """Each Tensor leaf's shape, None for other leaves: which input sets a static graph can take."""
+    return [tuple(leaf.shape) if isinstance(leaf, torch.Tensor) else None for leaf in tree_flatten(tuple(input_set))[0]]
 
 
 def _eager_outputs(
