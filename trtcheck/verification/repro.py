@@ -516,7 +516,6 @@ The full failure is in failure.txt; graph.py shows the graph's code. Written by 
 
 import argparse
 import json
-import operator
 import pathlib
 
 import torch
