@@ -6,7 +6,7 @@ import onnx
 import pytest
 import torch
 
-from suites.conversion.converter_harness import check, export_graph
+from suites.conversion.converter_harness import bools, check, export_graph, randint, randn
 from trtcheck.conversion import ConversionError, segment_to_onnx
 
 A = torch.ops.aten
@@ -106,3 +106,73 @@ def test_large_parameters_are_not_shared_but_named() -> None:
     get_attrs = {n.name for n in result.gm.graph.nodes if n.op == "get_attr" and n.users}
     assert get_attrs, "no parameters in the graph: the subset check below would hold vacuously"
     assert get_attrs <= {t.name for t in result.model.graph.initializer}
+
+
+# --- what the engine would only fold: permuted weights, no-op views, fills that broadcast (issue 25) ----------
+class _PermutedWeight(torch.nn.Module):
+    """``x @ weight.T`` as ATen writes a linear layer on a 3-D input: bmm with the permuted weight expanded."""
+
+    def __init__(self, perm: list[int], shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(*shape, generator=torch.Generator().manual_seed(0)))
+        self.perm = perm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = A.permute.default(self.weight, self.perm)
+        return A.bmm.default(x, A.expand.default(w, [x.shape[0], *w.shape[-2:]]) if w.dim() == 2 else w)
+
+
+@pytest.mark.parametrize(("perm", "shape"), [([1, 0], (48, 40)), ([0, 2, 1], (2, 48, 40))], ids=["2d", "3d"])
+def test_a_permuted_weight_is_a_weight_of_its_own_not_a_transpose(perm, shape) -> None:
+    """ONNX Runtime folds a Transpose of a weight into a second copy while it builds the session; the converted
+    model holds the permuted weight instead, a view of the parameter (no copy while converting), and computes the
+    same. Two conversions stay the same model (``SegmentOnnx.same_as`` compares the views' memory)."""
+    from trtcheck.build.convert import SegmentOnnx
+    from trtcheck.conversion.interpreter import held_weights
+
+    module = _PermutedWeight(perm, shape)
+    result = check(module, (torch.randn(2, 7, 40),), targets=[A.permute.default])
+    assert "Transpose" not in {node.op_type for node in result.model.graph.node}
+    weights = [t for t in result.model.graph.initializer if list(t.dims) == [*shape[:-2], 40, 48]]
+    assert len(weights) == 1, [list(t.dims) for t in result.model.graph.initializer]
+    with held_weights() as held:
+        first = SegmentOnnx(segment_to_onnx(result.gm), dict(held))
+    (view,) = first.weights.values()
+    parameter = next(t for name, t in result.gm.named_parameters())
+    assert view.data_ptr() == parameter.data_ptr() and not view.is_contiguous()  # the parameter's memory, permuted
+    with held_weights() as held:
+        second = SegmentOnnx(segment_to_onnx(result.gm), dict(held))
+    assert first.same_as(second)
+    torch.testing.assert_close(torch.from_numpy(onnx.numpy_helper.to_array(first.full().graph.initializer[0]).copy()),
+                               parameter.detach().permute(perm))
+
+
+def test_a_permuted_input_is_still_a_transpose() -> None:
+    result = check(lambda x: A.permute.default(x, [1, 0]), (torch.randn(48, 40),))
+    assert [node.op_type for node in result.model.graph.node] == ["Transpose", "Identity"]
+
+
+def test_a_view_or_expand_to_its_own_shape_emits_no_node() -> None:
+    """A no-op node would only cost the engine's optimizer time (and keep it from fusing across it)."""
+    result = check(lambda x: A.relu.default(A.expand.default(A.view.default(x, [2, 3]), [2, 3])), (torch.randn(2, 3),))
+    assert [node.op_type for node in result.model.graph.node] == ["Relu", "Identity"]
+    result = check(lambda x: (A.view.default(x, [2, 3]), A.view.default(x, [3, 2]), A.expand.default(x, [4, 2, 3])),
+                   (torch.randn(2, 3),))
+    assert sorted(node.op_type for node in result.model.graph.node) == ["Expand", "Identity", "Identity", "Identity", "Reshape"]
+
+
+@pytest.mark.parametrize(("fn", "args", "expands"), [
+    (lambda c, x: A.where.self(c, A.full_like.default(x, 0.5), x), (bools(3, 4), randn(3, 4)), 0),
+    (lambda c, x: A.where.self(c, x, A.zeros_like.default(x)), (bools(3, 4), randn(3, 4)), 0),
+    (lambda c, x: A.where.self(c, A.full.default([3, 4], 1.5), A.full.default([3, 4], -2.0)), (bools(3, 4), randn(3, 4)), 0),
+    # the fill gives the output its shape: it stays full-size
+    (lambda c, x: A.where.self(c, A.full.default([3, 4], 2.0), x), (bools(3, 1), randn(3, 1)), 1),
+    (lambda c, x: A.where.self(c, x, A.full.default([2, 3, 4], 2.0)), (bools(3, 4), randn(3, 4)), 1),
+    # bool and integer fills: the fill's own dtype, then the output's
+    (lambda c, b: A.where.self(c, A.ones_like.default(b), b), (bools(3, 4), bools(3, 4, seed=1)), 0),
+    (lambda c, i, x: A.where.self(c, A.full_like.default(i, 3), x), (bools(3, 4), randint(3, 4), randn(3, 4)), 0),
+], ids=["full_like-self", "zeros_like-other", "both", "shape-from-fill", "rank-from-fill", "bool", "int-into-float"])
+def test_where_takes_a_fill_as_its_scalar_where_the_other_operands_give_the_shape(fn, args, expands) -> None:
+    """ONNX Runtime folds Expand(scalar) into a full-size constant (bert_base's mask: 1.5 MiB a session)."""
+    result = check(fn, args, targets=[A.where.self])
+    assert [node.op_type for node in result.model.graph.node].count("Expand") == expands

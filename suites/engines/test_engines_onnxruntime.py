@@ -302,12 +302,15 @@ def _weighted_model(weights: dict[str, torch.Tensor]) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])  # a placeholder has no data to check
 
 
+@pytest.mark.parametrize("permuted", [False, True], ids=["contiguous", "permuted"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("file_bytes", [0, 1 << 40], ids=["file", "memory"])
-def test_weights_reach_the_session_once_and_are_the_engines_own(monkeypatch, tmp_path, dtype, file_bytes):
+def test_weights_reach_the_session_once_and_are_the_engines_own(monkeypatch, tmp_path, dtype, file_bytes, permuted):
     """The same engine whichever way its weights travel: its outputs are torch's, changing the tensors afterwards
     changes nothing, and the temporary folder of the file way is gone once the session exists. Three weights of odd
-    sizes, so that offsets in the data file are aligned (a misaligned offset would still run: the values check it)."""
+    sizes, so that offsets in the data file are aligned (a misaligned offset would still run: the values check it).
+    ``permuted``: the first weight is a permuted view of a parameter (``ConversionContext.weight_view``), whose bytes
+    are the view's, in its own order."""
     monkeypatch.setattr(ort_engine, "WEIGHTS_FILE_BYTES", file_bytes)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     saved = []
@@ -315,7 +318,7 @@ def test_weights_reach_the_session_once_and_are_the_engines_own(monkeypatch, tmp
     monkeypatch.setattr(ort_engine, "_weights_file", lambda *a: saved.append(a[2]) or original(*a))
     g = torch.Generator().manual_seed(0)
     weights = {
-        "w0": torch.randn(37, 19, generator=g).to(dtype),
+        "w0": torch.randn(19, 37, generator=g).to(dtype).t() if permuted else torch.randn(37, 19, generator=g).to(dtype),
         "w1": torch.randn(19, generator=g).to(dtype),
         "w2": torch.randn(2, 19, generator=g).to(dtype),
     }

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
-from trtcheck.conversion.arguments import BoundArgs
+from trtcheck.conversion.arguments import BoundArgs, bind
 from trtcheck.conversion.ops._common import aten, cast, converter, out_meta, refuse
 from trtcheck.conversion.ops.shape import shape_like
 from trtcheck.conversion.registry import Refusal
@@ -63,6 +63,19 @@ def _full(ctx: ConversionContext, args: BoundArgs) -> str:
         return value
     shape = ctx.shape_list(args.size) if "size" in args else shape_like(ctx, args.self)
     return ctx.add("Expand", [value, shape])
+
+
+def fill_of(value: Any) -> torch.Tensor | None:
+    """The value a factory node (``full_like(x, 0)``...) fills its tensor with, as a 0-d tensor of its dtype; None
+    for anything else. Where an op broadcasts its operands anyway, the 0-d value serves as well as the full-size
+    tensor, which an engine would otherwise fold into a full-size constant (bert_base's attention mask,
+    ``where(mask, full_like(scores, 0), scores)``: 1.5 MiB of ONNX Runtime's memory per session)."""
+    if not isinstance(value, torch.fx.Node) or value.op != "call_function" or value.target not in _FACTORIES:
+        return None
+    fill = _fill_value(bind(value))
+    if not isinstance(fill, (int, float, bool)):
+        return None
+    return torch.full((), fill, dtype=out_meta(value).dtype)
 
 
 # What ONNX Range computes in that TensorRT's Range layer takes too.

@@ -26,6 +26,7 @@ from trtcheck.conversion.ops._common import (
     NUMERIC,
     TENSORRT_DTYPES,
     BoundConverterFn,
+    all_ints,
     aten,
     cast,
     converter,
@@ -34,10 +35,12 @@ from trtcheck.conversion.ops._common import (
     operand,
     operands,
     out_dtype,
+    out_meta,
     promoted,
     refuse,
     register_table,
 )
+from trtcheck.conversion.ops.creation import fill_of
 from trtcheck.conversion.registry import Refusal
 
 if TYPE_CHECKING:  # pragma: no cover - the context imports the registry, not vice versa
@@ -407,8 +410,26 @@ def _where(ctx: ConversionContext, args: BoundArgs) -> str:
     TensorRT's parser takes both: the int32 form runs on each, so no engine refuses what was claimed."""
     dtype = out_dtype(args.node)
     compute = torch.int32 if dtype == torch.bool else dtype
-    values = operands(ctx, (args.self, args.other), compute)
+    values = operands(ctx, _fills_as_scalars(args, ("condition", "self", "other"), ("self", "other")), compute)
     return cast(ctx, ctx.add("Where", [operand(ctx, args.condition, torch.bool), *values]), compute, dtype)
+
+
+def _fills_as_scalars(args: BoundArgs, names: tuple[str, ...], replaceable: tuple[str, ...]) -> list[Any]:
+    """``args``' operands ``replaceable``, each factory-made one (``fill_of``) as its 0-d fill value wherever the
+    op's other operands (of ``names``) broadcast to its output's static shape without it, so that its shape is
+    not needed."""
+    out_shape = list(out_meta(args.node).shape)
+    shapes = {name: list(args.meta(name).shape) if isinstance(args[name], torch.fx.Node) else [] for name in names}
+    values = []
+    for name in replaceable:
+        fill = fill_of(args[name])
+        rest = [shape for other, shape in shapes.items() if other != name]
+        if fill is not None and all_ints(out_shape, *rest) and list(torch.broadcast_shapes(*rest)) == out_shape:
+            shapes[name] = []
+            values.append(fill)
+        else:
+            values.append(args[name])
+    return values
 
 
 def _bounds(args: BoundArgs) -> tuple[Any, Any]:
