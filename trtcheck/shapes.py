@@ -328,8 +328,11 @@ def _release_freed_memory() -> None:
     occupy go back to the system (where either is missing: nothing).
 
     MKL keeps the packing buffers of its last GEMMs for the next call: 3.6 MiB after bert_base's run
-    (``mkl_serv_mem_stat``), which the peer never allocates. Freed, bert_base's compile ended 7 MiB lower in one
-    pair of runs (anonymous RSS 381 against 389 MiB). MKL allocates them again when a GEMM next needs them."""
+    (``mkl_serv_mem_stat``), which the peer never allocates; MKL allocates them again when a GEMM next needs them.
+    Compile's peak RSS with this release against without (``suites.benchmarks.bench_compile``'s child, two fresh
+    processes each, MiB): convnext_tiny 170, 175 / 181, 178; inception_v3 253, 262 / 280, 268; bert_base 403, 403 /
+    407, 414; but resnet50 308, 311 / 296, 303 and vgg11 934, 919 / 912, 912 (not understood). bert_base's median
+    of five rounds moved less: 406.1 and 406.4 against 406.6."""
     if _MKL_FREE_BUFFERS is not None:
         _MKL_FREE_BUFFERS()
     if _MALLOC_TRIM is not None:

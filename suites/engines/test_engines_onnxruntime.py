@@ -309,7 +309,7 @@ def test_weights_reach_the_session_once_and_are_the_engines_own(monkeypatch, tmp
     """The same engine whichever way its weights travel: its outputs are torch's, changing the tensors afterwards
     changes nothing, and the temporary folder of the file way is gone once the session exists. Three weights of odd
     sizes, so that offsets in the data file are aligned (a misaligned offset would still run: the values check it).
-    ``permuted``: the first weight is a permuted view of a parameter (``ConversionContext.weight_view``), whose bytes
+    ``permuted``: the first weight is a permuted view of a parameter (``ConversionContext.permuted_weight``), whose bytes
     are the view's, in its own order."""
     monkeypatch.setattr(ort_engine, "WEIGHTS_FILE_BYTES", file_bytes)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

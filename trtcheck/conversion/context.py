@@ -62,7 +62,7 @@ def weight_placeholder(name: str, tensor: torch.Tensor) -> onnx.TensorProto:
 def weight_bytes(tensor: torch.Tensor) -> memoryview:
     """The raw bytes of a (CPU) weight: what ONNX's ``raw_data`` holds (torch's memory is little-endian, as ONNX's
     raw data is, on every platform trtcheck runs on). No copy of a contiguous weight; a view of one
-    (``ConversionContext.weight_view``, a permuted weight) is copied here, one weight at a time."""
+    (``ConversionContext.permuted_weight``) is copied here, one weight at a time."""
     return memoryview(tensor.detach().reshape(-1).view(torch.uint8).numpy())
 
 
@@ -194,7 +194,7 @@ class ConversionContext:
         self._counter = itertools.count()
         self._constants: dict[tuple[Any, ...], str] = {}
         self._shapes: dict[str, str] = {}  # ONNX value -> its Shape
-        self._weight_views: dict[tuple[str, Any], str] = {}  # (weight, view key) -> the view's initializer
+        self._permuted_weights: dict[tuple[str, tuple[int, ...]], str] = {}  # (weight, perm) -> its initializer
         self._sizes: dict[sympy.Expr, str] = {}  # symbolic size -> its 0-d int64 value
         self._symbols: dict[sympy.Symbol, tuple[torch.fx.Node, int, int, int]] | None = None
         self._origin: tuple[str, str] | None = None  # (fx node name, doc_string) of the node being converted
@@ -267,25 +267,25 @@ class ConversionContext:
         else:
             self.initializers.append(_tensor_proto(tensor, name))
 
-    def weight_view(self, name: str, view: Callable[[torch.Tensor], torch.Tensor], key: Any) -> str | None:
-        """A weight holding ``view(weight)`` (a permutation of weight ``name``), by reference like every weight; None
-        where ``name`` is no weight. ``key`` identifies the view: one view of one weight is made once.
+    def permuted_weight(self, name: str, perm: Sequence[int]) -> str | None:
+        """A weight holding weight ``name`` permuted by ``perm``, by reference like every weight (a view of it); None
+        where ``name`` is no weight. One permutation of one weight is made once.
 
         Why: an engine folds an op on a constant (a ``Transpose`` of a weight) into a new constant when it is
-        built, a second copy of that weight in its memory while it builds (ONNX Runtime: 12 transposed 768x768
-        weights of bert_base, 27 MiB, and a few MiB of peak, ``python -m suites.benchmarks.bench_compile
-        --models bert_base``). A view copies nothing here; its bytes are read, contiguous, when an engine takes
+        built, a second copy of that weight in its memory while it builds (ONNX Runtime, folding bert_base's 12
+        transposed 768x768 attention-output weights: 2 MiB more kept and 4 MiB more peak, its session alone opened
+        in fresh processes on the files either way). A view copies nothing here; its bytes are read, contiguous, when an engine takes
         the weights (``weight_bytes``), so the engine gets the folded weight and never the original."""
         tensor = self.weights.get(name)
         if tensor is None:
             return None
-        cache = (name, key)
-        if cache not in self._weight_views:
-            derived = view(tensor)
-            self._weight_views[cache] = derived_name = self.fresh(f"{name}_view")
-            self.initializers.append(weight_placeholder(derived_name, derived))
-            self.weights[derived_name] = derived
-        return self._weight_views[cache]
+        key = (name, tuple(perm))
+        if key not in self._permuted_weights:
+            permuted = tensor.permute(*perm)
+            self._permuted_weights[key] = permuted_name = self.fresh(f"{name}_permuted")
+            self.initializers.append(weight_placeholder(permuted_name, permuted))
+            self.weights[permuted_name] = permuted
+        return self._permuted_weights[key]
 
     def parameter(self, node: torch.fx.Node) -> str:
         """The initializer for a get_attr node (a parameter, buffer or lifted constant), named after it."""

@@ -174,8 +174,9 @@ def _session_source(
         with tempfile.TemporaryDirectory(prefix="trtcheck-weights-", ignore_cleanup_errors=True) as folder:
             yield _weights_file(model, weights, folder)
         return
-    held = _add_weights(options, weights) if weights else []  # noqa: F841 - alive until the session exists
+    held = _add_weights(options, weights) if weights else []
     yield model.SerializeToString()
+    del held  # the session exists: it copied what these values hold
 
 
 def node_origins(model: onnx.ModelProto) -> dict[str, str]:

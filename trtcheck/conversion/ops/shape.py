@@ -137,12 +137,12 @@ def _permutation(args: BoundArgs) -> list[int]:
 @converter(aten.permute.default, aten.transpose.int, aten.t.default, dynamic=True)
 def _transpose(ctx: ConversionContext, args: BoundArgs) -> str:
     """Transpose; a 0-d tensor has nothing to permute (and ONNX cannot write an empty ``perm``); a weight's
-    permutation is a permuted weight (``ConversionContext.weight_view``), which the engine need not fold."""
+    permutation is a permuted weight (``ConversionContext.permuted_weight``), which the engine need not fold."""
     x = ctx.name(args.self)
     if args.meta("self").dim() == 0:
         return x
     perm = _permutation(args)
-    return ctx.weight_view(x, lambda weight: weight.permute(perm), ("permute", *perm)) or ctx.add("Transpose", [x], perm=perm)
+    return ctx.permuted_weight(x, perm) or ctx.add("Transpose", [x], perm=perm)
 
 
 @converter(aten.expand.default, dynamic=True)
