@@ -331,8 +331,10 @@ def _release_freed_memory() -> None:
     (``mkl_serv_mem_stat``), which the peer never allocates; MKL allocates them again when a GEMM next needs them.
     Compile's peak RSS with this release against without (``suites.benchmarks.bench_compile``'s child, two fresh
     processes each, MiB): convnext_tiny 170, 175 / 181, 178; inception_v3 253, 262 / 280, 268; bert_base 403, 403 /
-    407, 414; but resnet50 308, 311 / 296, 303 and vgg11 934, 919 / 912, 912 (not understood). bert_base's median
-    of five rounds moved less: 406.1 and 406.4 against 406.6."""
+    407, 414; but resnet50 308, 311 / 296, 303 and vgg11 934, 919 / 912, 912. bert_base's median of five rounds
+    moved less: 406.1 and 406.4 against 406.6. vgg11's cost is glibc's: freeing a large mmapped block (MKL's buffer)
+    raises the mmap threshold and the heap's trim threshold with it, so ONNX Runtime's session, built next, keeps
+    more of what it frees (``suites.benchmarks.bench_compile --fixed-mmap-threshold``; README, "Not done yet")."""
     if _MKL_FREE_BUFFERS is not None:
         _MKL_FREE_BUFFERS()
     if _MALLOC_TRIM is not None:
