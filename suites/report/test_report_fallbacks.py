@@ -9,6 +9,8 @@ which is the point: equivalence alone would call it a PASS.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from suites.report import report_runs
@@ -74,10 +76,14 @@ def test_fail_on_regression_exits_1_on_a_fallback(fallback_run, tmp_path, capsys
 
 
 @pytest.mark.slow
-def test_fail_on_regression_exits_1_on_a_fallback_against_a_clean_baseline(bench_files, fallback_run, tmp_path):
+def test_fail_on_regression_exits_1_on_a_fallback_against_a_clean_baseline(bench_files, fallback_run, tmp_path, derive):
+    # The recorded baseline as if measured on the machine that made the fallback run now: runs from another machine
+    # are not compared (their CPU differs from this one's wherever the recording was made elsewhere).
+    here = json.loads(fallback_run.read_text())["machine_info"]
+    baseline = derive(bench_files["baseline"], "baseline_here.json", lambda data: data.update(machine_info=here))
     # --baseline: which of the two files was written last depends on fixture order, not on this test.
-    result = write_report(load_runs([fallback_run]), tmp_path, baseline=load_run(bench_files["baseline"]))
+    result = write_report(load_runs([fallback_run]), tmp_path, baseline=load_run(baseline))
     assert result.summary.compared and result.failures
     assert all(failure in result.regressions for failure in result.failures)
-    argv = ["report", str(fallback_run), "--baseline", str(bench_files["baseline"]), "--out", str(tmp_path / "cli"), "--fail-on-regression"]
+    argv = ["report", str(fallback_run), "--baseline", str(baseline), "--out", str(tmp_path / "cli"), "--fail-on-regression"]
     assert main(argv) == 1
