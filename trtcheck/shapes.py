@@ -299,8 +299,8 @@ class _Observer(torch.fx.Interpreter):
 
 @contextlib.contextmanager
 def lean_run() -> Iterator[None]:
-    """PyTorch on one thread with oneDNN off, for a run that only needs shapes and dtypes; then the memory it freed
-    given back to the system.
+    """PyTorch on one thread with oneDNN off, for a run that only needs shapes and dtypes; then the heap pages it
+    freed given back to the system (glibc's ``malloc_trim(0)``).
 
     Why (issue 25: compile in no more memory than ``torch.onnx.export`` and a session): in a fresh process shape
     analysis is the first run of PyTorch's CPU kernels, and what that run loads or frees stays in the process:
@@ -309,7 +309,8 @@ def lean_run() -> Iterator[None]:
     suites.benchmarks.bench_compile --models ... --repeat 1``, one round each): convnext_tiny 93 -> 52 MiB, vit_b_16
     92 -> 59, vgg11 72 -> 45. The run is slower (convnext_tiny 0.09 -> 0.5 s, vit_b_16 0.3 -> 0.45 s); the shapes
     are the same (a kernel choice changes values' last bits, never shapes). Both settings are restored also when
-    the run raises; while it runs they hold for the whole process, as every ``torch.backends`` flag does."""
+    the run raises; while it runs they hold for the whole process, as every ``torch.backends`` flag does. MKL's
+    buffers the run leaves stay until ``release_mkl_buffers`` (its docstring says why)."""
     threads, onednn = torch.get_num_threads(), torch.backends.mkldnn.enabled
     try:
         torch.set_num_threads(1)
@@ -320,21 +321,27 @@ def lean_run() -> Iterator[None]:
     finally:
         torch.backends.mkldnn.set_flags(_enabled=onednn, _fp32_precision=None)
         torch.set_num_threads(threads)
-        _release_freed_memory()
+        if _MALLOC_TRIM is not None:
+            _MALLOC_TRIM(0)
 
 
-def _release_freed_memory() -> None:
-    """MKL's cached buffers freed (``mkl_free_buffers``), then glibc's ``malloc_trim(0)``: the heap pages free chunks
-    occupy go back to the system (where either is missing: nothing).
+def release_mkl_buffers() -> None:
+    """MKL's cached buffers freed (``mkl_free_buffers``), then glibc's ``malloc_trim(0)`` (where either is missing:
+    nothing). ``compile`` calls this once its engines are built, not when shape analysis's run ends.
 
-    MKL keeps the packing buffers of its last GEMMs for the next call: 3.6 MiB after bert_base's run
-    (``mkl_serv_mem_stat``), which the peer never allocates; MKL allocates them again when a GEMM next needs them.
-    Compile's peak RSS with this release against without (``suites.benchmarks.bench_compile``'s child, two fresh
-    processes each, MiB): convnext_tiny 170, 175 / 181, 178; inception_v3 253, 262 / 280, 268; bert_base 403, 403 /
-    407, 414; but resnet50 308, 311 / 296, 303 and vgg11 934, 919 / 912, 912. bert_base's median of five rounds
-    moved less: 406.1 and 406.4 against 406.6. vgg11's cost is glibc's: freeing a large mmapped block (MKL's buffer)
-    raises the mmap threshold and the heap's trim threshold with it, so ONNX Runtime's session, built next, keeps
-    more of what it frees (``suites.benchmarks.bench_compile --fixed-mmap-threshold``; README, "Not done yet")."""
+    MKL keeps the packing buffers of its last GEMMs for the next call (after shape analysis's run, ``mkl_serv_mem_stat``:
+    vgg11 9.0 MiB, resnet50 5.7, convnext_tiny 29.3 in 5 buffers, bert_base 14.4), which the peer never allocates; MKL
+    allocates them again when a GEMM next needs them. Why after the engines: vgg11's compile peaks 22-28 MiB higher
+    when they are freed before its engine build (single processes, MiB, freed before / not: 928, 935 / 907, 913; the
+    peer 909-920), which decided issue 25's memory target for vgg11. What it costs the others, medians of five rounds,
+    freed when the run ended / after the build (``python -m suites.benchmarks.bench_compile --models resnet50
+    convnext_tiny inception_v3 bert_base --repeat 5``): resnet50 291 / 305 MiB (the peer 305), convnext_tiny 166 / 180
+    (181), inception_v3 263 / 269 (270-284), bert_base 406 / 406 (405-406). Why the early free costs vgg11 is not
+    established: glibc's mmap threshold, the first suspect, is ~27.9 MiB after vgg11's run with the free and without
+    it (the run's own im2col buffers raised it), found by probing which malloc size gets mmapped. Running shape
+    analysis itself after the engine build was tried too: vgg11 894, but its run then adds its activations to the
+    session's kept memory (one round: efficientnet_b0 105 against the peer's 99, densenet121 1.01, convnext_tiny 1.02;
+    bert_base 417 against 405 over three)."""
     if _MKL_FREE_BUFFERS is not None:
         _MKL_FREE_BUFFERS()
     if _MALLOC_TRIM is not None:

@@ -27,9 +27,10 @@ process: their code pages and the libraries' state), which the peer never makes.
 parameters, random weights, no download) on 2 x 128 tokens, when ``transformers`` is importable.
 ``--fixed-mmap-threshold`` runs both tools' processes with glibc's mmap threshold fixed at its default (128 KiB),
 which otherwise rises to the size of the largest mmapped block freed (up to 32 MiB) and lets the heap keep twice
-that free: trtcheck's shape analysis frees activations (vgg11: 12 MiB each) and MKL's buffers before the engine
-is built, the peer frees neither, and ONNX Runtime's session then keeps more of its own freed memory in trtcheck's
-heap (vgg11 in one process: peak 936 against the peer's 909 MiB as glibc behaves, 882 against 896 fixed).
+that free: trtcheck's shape analysis frees activations and im2col buffers before the engine is built (vgg11's run
+leaves the threshold at about 28 MiB), the peer frees none, and ONNX Runtime's session then keeps more of its own
+freed memory in trtcheck's heap (vgg11 in one process, when MKL's buffers were still freed before the build: peak
+936 against the peer's 909 MiB as glibc behaves, 882 against 896 fixed).
 ``torch.onnx.export(dynamo=True)`` needs ``onnxscript`` (``pip install onnxscript``): without it the peer column
 says so.
 

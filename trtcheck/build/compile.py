@@ -27,6 +27,7 @@ from trtcheck.runtime.signature import InputSignature
 from trtcheck.runtime.stitch import stitch
 from trtcheck.runtime.threads import check_torch_threads
 from trtcheck.settings import Settings
+from trtcheck.shapes import release_mkl_buffers
 
 
 def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_tensorrt.compile
@@ -75,5 +76,6 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
     )
     stitched = clock.run("stitching", stitch, partition, engines)
     compile_branches(conversion, stitched, backend, strict=strict, clock=clock)  # engines inside control-flow branches
+    release_mkl_buffers()  # what shape analysis's run left cached, freed now that no engine is left to build
     signature = InputSignature.of(source.eager, conversion.example_args, conversion.example_kwargs, graph_module=conversion.graph_module)
     return CompiledModule(stitched, signature, clock.times, conversion, torch_threads)
