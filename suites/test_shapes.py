@@ -457,8 +457,8 @@ def test_shape_analysis_runs_where_torch_testing_froze_the_backend_flags():
 
 @pytest.mark.skipif(trtcheck.shapes._MKL_FREE_BUFFERS is None, reason="this torch has no MKL (or is not on Linux)")
 def test_compile_frees_the_mkl_buffers_of_shape_analysis_once_its_engines_are_built(monkeypatch):
-    """MKL caches its GEMMs' packing buffers (3.6 MiB after bert_base's run); compile frees them, but only after the
-    engine build (``release_mkl_buffers`` says why: freed before it, they cost vgg11's compile 30 MiB)."""
+    """MKL caches its GEMMs' packing buffers; compile frees them, but only after the engine build
+    (``release_mkl_buffers`` says why and how much)."""
     lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
     lib.mkl_serv_mem_stat.restype = ctypes.c_int64
 

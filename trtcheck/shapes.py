@@ -321,8 +321,7 @@ def lean_run() -> Iterator[None]:
     finally:
         torch.backends.mkldnn.set_flags(_enabled=onednn, _fp32_precision=None)
         torch.set_num_threads(threads)
-        if _MALLOC_TRIM is not None:
-            _MALLOC_TRIM(0)
+        _trim_heap()
 
 
 def release_mkl_buffers() -> None:
@@ -331,9 +330,10 @@ def release_mkl_buffers() -> None:
 
     MKL keeps the packing buffers of its last GEMMs for the next call (after shape analysis's run, ``mkl_serv_mem_stat``:
     vgg11 9.0 MiB, resnet50 5.7, convnext_tiny 29.3 in 5 buffers, bert_base 14.4), which the peer never allocates; MKL
-    allocates them again when a GEMM next needs them. Why after the engines: vgg11's compile peaks 22-28 MiB higher
-    when they are freed before its engine build (single processes, MiB, freed before / not: 928, 935 / 907, 913; the
-    peer 909-920), which decided issue 25's memory target for vgg11. What it costs the others, medians of five rounds,
+    allocates them again when a GEMM next needs them. Why after the engines: vgg11's compile peaks 21-32 MiB higher
+    when they are freed before its engine build (single processes, MiB, freed before / not, the heap trimmed when the
+    run ends: 935, 935 / 912, 903; not trimmed: 928, 935 / 907, 913; the peer 909-920), which decided issue 25's
+    memory target for vgg11. What it costs the others, medians of five rounds,
     freed when the run ended / after the build (``python -m suites.benchmarks.bench_compile --models resnet50
     convnext_tiny inception_v3 bert_base --repeat 5``): resnet50 291 / 305 MiB (the peer 305), convnext_tiny 166 / 180
     (181), inception_v3 263 / 269 (270-284), bert_base 406 / 406 (405-406). Why the early free costs vgg11 is not
@@ -344,6 +344,11 @@ def release_mkl_buffers() -> None:
     bert_base 417 against 405 over three)."""
     if _MKL_FREE_BUFFERS is not None:
         _MKL_FREE_BUFFERS()
+    _trim_heap()
+
+
+def _trim_heap() -> None:
+    """glibc's ``malloc_trim(0)``: the heap pages free chunks occupy go back to the system (elsewhere: nothing)."""
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
 
