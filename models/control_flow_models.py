@@ -4,7 +4,7 @@ The control-flow node runs in PyTorch, in a segment of its own; its branches (a 
 are partitioned and compiled on their own, so engines sit inside them. Each branch and the loop body hold
 a Linear and an activation chain of 5 ops or more, so even ``min_block_size=5`` leaves an engine in each.
 The cond's predicate depends on the input's values, so the random input sets ``verify`` draws take both
-branches; ``suites/build/test_control_flow_compile.py`` counts that they do.
+branches; ``suites/compiler/test_control_flow_compile.py`` counts that they do.
 """
 
 from __future__ import annotations

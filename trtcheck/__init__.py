@@ -26,8 +26,8 @@ _PUBLIC: dict[str, str] = {
     "Target": "trtcheck.partitioning",
     "Reason": "trtcheck.partitioning",
     "ReasonKind": "trtcheck.partitioning",
-    "compile": "trtcheck.build",
-    "CompileTimes": "trtcheck.build",
+    "compile": "trtcheck.compiler",
+    "CompileTimes": "trtcheck.compiler",
     "CompiledModule": "trtcheck.runtime",
     "Profile": "trtcheck.runtime",
     "profile": "trtcheck.runtime",
@@ -97,7 +97,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
-    from trtcheck.build import CompileTimes, compile
+    from trtcheck.compiler import CompileTimes, compile
     from trtcheck.errors import (
         BackendError,
         BackendUnavailableError,

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from trtcheck.partitioning.model import boundary_traffic
+from trtcheck.partitioning.partition import boundary_traffic
 from trtcheck.partitioning.reasons import Target
 
 SCHEMA_VERSION = 1

@@ -7,98 +7,36 @@ ranges export recorded for its symbols (``bound_sympy``), opt being the example'
 As the seed's shape analysis runs each segment with JIT, ``find_mismatches`` runs the graph on the example
 inputs (``observe``) and checks that every boundary value has the recorded shape and dtype, so an engine is
 never built for a shape the model does not produce. One run (an ``Observation``) serves every partition of one
-graph: compile keeps it with a lowering that is reused (``convert``'s ``lowered``). The example inputs, not
+graph: compile keeps it with a lowering that is reused (``analyse_shapes``'s ``lowered``). The example inputs, not
 random ones: a model's inputs may be constrained (a Cholesky factor needs a positive-definite matrix), and the
 examples are the one input set known to be valid. They run on copies, and the graph's mutable buffers are restored afterwards, so
 shape analysis changes neither the caller's tensors nor the compiled module's state.
 
-``TensorSpec`` and ``ShapeRange``, what an engine is built for, are defined here: shape analysis makes them,
-the engines take them.
+The phase is ``analyse_shapes``: compile runs it once, after partitioning and before conversion, and its
+``ShapeAnalysis`` carries both halves, the segments whose observed values betray their metadata and every
+TensorRT segment's specs and ranges (``SegmentShapes``), which the engine build reads. ``TensorSpec`` and
+``ShapeRange``, what an engine is built for, live with the engines (``trtcheck.engines.specs``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import operator
-import os
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
 import torch
 import torch.fx
 
+from trtcheck.engines.specs import ShapeRange, TensorSpec
 from trtcheck.errors import ShapeMismatchError
 from trtcheck.lowering.graph import is_mutable_state
 from trtcheck.lowering.symbols import DimRange, Ranges, dim_range, symbol_ranges
-from trtcheck.partitioning.model import Partition, Segment
-from trtcheck.values import cloned
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """Name, static shape and dtype of one engine input or output.
-
-    Segments are cut from a graph carrying fake-tensor metadata, so every shape is known when the
-    engine is built. That is what lets engines check calls cheaply and pre-allocate their outputs.
-    A negative dimension means "not known at build time": a size that varies with a ``torch.export.Dim``
-    (it matches any size on input, ``ShapeRange`` bounds it, and the backend allocates that output).
-    """
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: torch.dtype
-
-    def __post_init__(self) -> None:
-        # Normalise torch.Size / lists to a plain tuple so equality and hashing behave.
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
-
-    @property
-    def is_static(self) -> bool:
-        """True when every dimension is known, so a buffer can be allocated before running."""
-        return all(d >= 0 for d in self.shape)
-
-    def matches_shape(self, shape: Sequence[int]) -> bool:
-        """True when ``shape`` fits this spec (negative spec dimensions accept any size)."""
-        return len(shape) == len(self.shape) and all(e < 0 or e == g for e, g in zip(self.shape, shape))
-
-    @classmethod
-    def like(cls, name: str, tensor: torch.Tensor) -> TensorSpec:
-        """The spec of ``tensor`` under ``name``: handy for tests and for callers holding examples."""
-        return cls(name, tuple(tensor.shape), tensor.dtype)
-
-
-@dataclass(frozen=True)
-class ShapeRange:
-    """The shapes one engine input accepts: TensorRT optimizes for ``opt`` and runs anything in [min, max]."""
-
-    min: tuple[int, ...]
-    opt: tuple[int, ...]
-    max: tuple[int, ...]
-
-    def __post_init__(self) -> None:
-        for name in ("min", "opt", "max"):
-            object.__setattr__(self, name, tuple(int(d) for d in getattr(self, name)))
-        if not len(self.min) == len(self.opt) == len(self.max):
-            raise ValueError(f"min {self.min}, opt {self.opt} and max {self.max} must have the same rank")
-        if any(d < 0 for d in self.min):
-            raise ValueError(f"min {self.min} has a negative dimension; a range needs known bounds")
-        if not all(lo <= o <= hi for lo, o, hi in zip(self.min, self.opt, self.max)):
-            raise ValueError(f"need min <= opt <= max in every dimension, got min {self.min}, opt {self.opt}, max {self.max}")
-
-    @classmethod
-    def static(cls, shape: Sequence[int]) -> ShapeRange:
-        """The range of a static input: exactly ``shape``."""
-        return cls(tuple(shape), tuple(shape), tuple(shape))
-
-    @property
-    def is_static(self) -> bool:
-        return self.min == self.opt == self.max
-
-    def contains(self, shape: Sequence[int]) -> bool:
-        return len(shape) == len(self.min) and all(lo <= d <= hi for lo, d, hi in zip(self.min, shape, self.max))
+from trtcheck.memory import lean_run
+from trtcheck.partitioning.partition import Partition, Segment
+from trtcheck.partitioning.reasons import Target
+from trtcheck.values import cloned, same_values
 
 
 def meta_shape(meta: torch.Tensor) -> tuple[int, ...]:
@@ -297,84 +235,6 @@ class _Observer(torch.fx.Interpreter):
         return value
 
 
-@contextlib.contextmanager
-def lean_run() -> Iterator[None]:
-    """PyTorch on one thread with oneDNN off, for a run that only needs shapes and dtypes; then the heap pages it
-    freed given back to the system (glibc's ``malloc_trim(0)``).
-
-    Why (issue 25: compile in no more memory than ``torch.onnx.export`` and a session): in a fresh process shape
-    analysis is the first run of PyTorch's CPU kernels, and what that run loads or frees stays in the process:
-    oneDNN's code and JIT kernels, an OpenMP worker with its own malloc arena, freed activations kept in malloc's
-    heap. RSS above the start after shape analysis, without and with this (``python -m
-    suites.benchmarks.bench_compile --models ... --repeat 1``, one round each): convnext_tiny 93 -> 52 MiB, vit_b_16
-    92 -> 59, vgg11 72 -> 45. The run is slower (convnext_tiny 0.09 -> 0.5 s, vit_b_16 0.3 -> 0.45 s); the shapes
-    are the same (a kernel choice changes values' last bits, never shapes). Both settings are restored also when
-    the run raises; while it runs they hold for the whole process, as every ``torch.backends`` flag does. MKL's
-    buffers the run leaves stay until ``release_mkl_buffers`` (its docstring says why)."""
-    threads, onednn = torch.get_num_threads(), torch.backends.mkldnn.enabled
-    try:
-        torch.set_num_threads(1)
-        # set_flags, not the ``enabled`` property: that raises once torch.testing's common_utils froze the flags
-        # (disable_global_flags); only the flag given is set, and _fp32_precision=None leaves that one alone.
-        torch.backends.mkldnn.set_flags(_enabled=False, _fp32_precision=None)
-        yield
-    finally:
-        torch.backends.mkldnn.set_flags(_enabled=onednn, _fp32_precision=None)
-        torch.set_num_threads(threads)
-        _trim_heap()
-
-
-def release_mkl_buffers() -> None:
-    """MKL's cached buffers freed (``mkl_free_buffers``), then glibc's ``malloc_trim(0)`` (where either is missing:
-    nothing). ``compile`` calls this once its engines are built, not when shape analysis's run ends.
-
-    MKL keeps the packing buffers of its last GEMMs for the next call (after shape analysis's run, ``mkl_serv_mem_stat``:
-    vgg11 9.0 MiB, resnet50 5.7, convnext_tiny 29.3 in 5 buffers, bert_base 14.4), which the peer never allocates; MKL
-    allocates them again when a GEMM next needs them. Why after the engines: vgg11's compile peaks 21-32 MiB higher
-    when they are freed before its engine build (single processes, MiB, freed before / not, the heap trimmed when the
-    run ends: 935, 935 / 912, 903; not trimmed: 928, 935 / 907, 913; the peer 909-920), which decided issue 25's
-    memory target for vgg11. What it costs the others, medians of five rounds,
-    freed when the run ended / after the build (``python -m suites.benchmarks.bench_compile --models resnet50
-    convnext_tiny inception_v3 bert_base --repeat 5``): resnet50 291 / 305 MiB (the peer 305), convnext_tiny 166 / 180
-    (181), inception_v3 263 / 269 (270-284), bert_base 406 / 406 (405-406). Why the early free costs vgg11 is not
-    established: glibc's mmap threshold, the first suspect, is ~27.9 MiB after vgg11's run with the free and without
-    it (the run's own im2col buffers raised it), found by probing which malloc size gets mmapped. Running shape
-    analysis itself after the engine build was tried too: vgg11 894, but its run then adds its activations to the
-    session's kept memory (one round: efficientnet_b0 105 against the peer's 99, densenet121 1.01, convnext_tiny 1.02;
-    bert_base 417 against 405 over three)."""
-    if _MKL_FREE_BUFFERS is not None:
-        _MKL_FREE_BUFFERS()
-    _trim_heap()
-
-
-def _trim_heap() -> None:
-    """glibc's ``malloc_trim(0)``: the heap pages free chunks occupy go back to the system (elsewhere: nothing)."""
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
-
-
-def _malloc_trim() -> Any:
-    try:
-        return ctypes.CDLL(None).malloc_trim  # this process's own C library, where it is glibc
-    except (OSError, AttributeError):
-        return None
-
-
-def _mkl_free_buffers() -> Any:
-    """``mkl_free_buffers`` of the MKL linked into libtorch (exported under its service name,
-    ``mkl_serv_free_buffers``), or None: a torch without MKL, or not on Linux."""
-    if not torch.backends.mkl.is_available():
-        return None
-    try:
-        return ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")).mkl_serv_free_buffers
-    except (OSError, AttributeError):
-        return None
-
-
-_MALLOC_TRIM = _malloc_trim()
-_MKL_FREE_BUFFERS = _mkl_free_buffers()
-
-
 def observe(gm: torch.fx.GraphModule, flat_inputs: Sequence[Any]) -> Observation:
     """Run ``gm`` on copies of ``flat_inputs`` (one per placeholder) and record every value's shape and dtype.
 
@@ -458,3 +318,79 @@ def _check(index: int, node: torch.fx.Node, seen: tuple | None, symbols: Mapping
     if len(expected) != len(got) or any(e not in (-1, g) for e, g in zip(expected, got)) or dtype != meta.dtype:
         return ShapeMismatch(index, node, f"{list(expected)} {meta.dtype}", f"{list(got)} {dtype}")
     return None
+
+
+@dataclass(frozen=True)
+class ShapeAnalysis:
+    """Shape analysis's result for one partition: the specs and ranges of every TensorRT segment (by index),
+    the TensorRT segments whose boundary values betray their metadata when the graph runs on the example inputs
+    (by index, each with the error its fallback reports: their engines would be built from that metadata), and
+    the same for every branch of control flow (by branch name; branches are not run, their shapes are their
+    metadata's, bounded by the parent graph's symbol ranges)."""
+
+    segments: dict[int, SegmentShapes] = field(default_factory=dict)
+    mismatched: dict[int, Exception] = field(default_factory=dict)
+    branches: dict[str, ShapeAnalysis] = field(default_factory=dict)
+
+
+OBSERVED = "trtcheck_observed"
+"""Key of ``lowered.meta``: the example inputs shape analysis last ran the lowering on, and what it observed."""
+
+
+def analyse_shapes(
+    partition: Partition,
+    flat_inputs: Sequence[Any] | None,
+    lowered: torch.fx.GraphModule | None = None,
+    ranges: Ranges | None = None,
+) -> ShapeAnalysis:
+    """Shape analysis of ``partition``: every TensorRT segment's ``SegmentShapes`` over ``ranges`` (the graph's
+    ``symbol_ranges`` when None), and, where ``flat_inputs`` is given, the mismatches of a run on them
+    (``find_mismatches``). That run is read from the ``Observation`` kept with ``lowered`` where it was made on
+    the same inputs (bit for bit, strides included), with ``lowered``'s parameters and buffers as they were then
+    (their identity and version: an in-place change bumps it), and on a graph with the same nodes; else it is a
+    new run, then kept there: a lowering reused under several settings (the matrix's presets) runs the model once
+    for all of them. A run that failed is not kept (its error's traceback holds the run's tensors)."""
+    ranges = symbol_ranges(partition.graph_module) if ranges is None else ranges
+    mismatched: dict[int, Exception] = {}
+    if flat_inputs is not None:
+        versions = _state_versions(lowered) if lowered is not None else None
+        kept = lowered.meta.get(OBSERVED) if lowered is not None else None
+        reusable = kept[2] if kept is not None and kept[1] == versions and same_values(kept[0], list(flat_inputs)) else None
+        observation = observed(partition.graph_module, flat_inputs, reusable)
+        if lowered is not None and observation is not reusable and observation.error is None:
+            lowered.meta[OBSERVED] = (cloned(list(flat_inputs)), versions, observation)
+        mismatched = _mismatched_segments(partition, boundary_mismatches(partition, observation))
+    return ShapeAnalysis(_tensorrt_shapes(partition, ranges), mismatched, _branch_shapes(partition, ranges))
+
+
+def _branch_shapes(partition: Partition, ranges: Ranges) -> dict[str, ShapeAnalysis]:
+    return {
+        name: ShapeAnalysis(_tensorrt_shapes(sub, ranges), {}, _branch_shapes(sub, ranges))
+        for name, sub in partition.subpartitions.items()
+    }
+
+
+def _tensorrt_shapes(partition: Partition, ranges: Ranges) -> dict[int, SegmentShapes]:
+    return {i: segment_shapes(s, ranges) for i, s in enumerate(partition.segments) if s.target is Target.TENSORRT}
+
+
+def _state_versions(gm: torch.fx.GraphModule) -> tuple:
+    """Each parameter's and buffer's identity and version counter: what tells that the state a graph computes
+    from changed in place since (``load_state_dict``, an optimizer step) without reading a byte of it."""
+    return tuple((name, id(tensor), tensor._version) for name, tensor in (*gm.named_parameters(), *gm.named_buffers()))
+
+
+def _mismatched_segments(partition: Partition, mismatches: Sequence[ShapeMismatch]) -> dict[int, Exception]:
+    """The TensorRT segments that produce or read a mismatched value, by index, each with the error its
+    fallback reports: the value, what the metadata says and what the segments really gave (the first such
+    value per segment). A value only Torch segments touch needs nothing: no engine is built from it."""
+    found: dict[int, Exception] = {}
+    for mismatch in mismatches:
+        for index, segment in enumerate(partition.segments):
+            produced, read = mismatch.node in segment.nodes, mismatch.node in segment.inputs
+            if segment.target is Target.TENSORRT and (produced or read) and index not in found:
+                found[index] = ShapeMismatchError(
+                    f"{'output' if produced else 'input'} {mismatch.node.name} is {mismatch.got} when the segments "
+                    f"run on the example inputs, the graph's metadata says {mismatch.expected}"
+                )
+    return found

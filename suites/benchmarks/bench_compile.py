@@ -68,7 +68,7 @@ import torch
 
 import trtcheck
 import trtcheck_zoo as models
-from trtcheck.build.clock import Clock
+from trtcheck.compiler.clock import Clock
 from trtcheck.conversion import segment_to_onnx
 from trtcheck.engines import TensorSpec, build_engine
 from trtcheck.partitioning.extract import segment_module
@@ -214,7 +214,7 @@ def child(tool: str, name: str, keep_denormals: bool, check_shapes: bool = True)
     logging.disable(logging.WARNING)
     torch.set_flush_denormal(not keep_denormals)
     if tool == "trtcheck":  # what compile imports, before anything is measured
-        import trtcheck.build.compile  # noqa: F401
+        import trtcheck.compiler.pipeline  # noqa: F401
         import trtcheck.engines.onnxruntime  # noqa: F401
     else:
         import importlib

@@ -27,8 +27,8 @@ import torch
 
 import trtcheck
 from suites.verification.planted import off_by, planted
-from trtcheck.build.convert import flat_inputs
 from trtcheck.lowering.export import lower
+from trtcheck.lowering.graph import flat_inputs
 from trtcheck.verification.localize import localize
 from trtcheck.verification.reduce import reduce_compiled
 from trtcheck_zoo import registry as zoo

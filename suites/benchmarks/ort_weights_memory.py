@@ -31,9 +31,9 @@ def child(name: str, how: str) -> None:
     import torch
 
     from suites.benchmarks.bench_compile import build_model, reset_peak, rss_kib
-    from trtcheck.build.clock import Clock
-    from trtcheck.build.convert import OnnxModels, convert
-    from trtcheck.build.engine_build import build_engines
+    from trtcheck.compiler.clock import Clock
+    from trtcheck.compiler.convert import OnnxModels, convert
+    from trtcheck.compiler.engine_build import build_engines
     from trtcheck.engines import onnxruntime as onnxruntime_engine
     from trtcheck.lowering.symbols import symbol_ranges
 

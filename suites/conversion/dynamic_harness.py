@@ -28,7 +28,7 @@ from trtcheck.conversion import segment_to_onnx
 from trtcheck.conversion.ops.trt_onnx_ops import TENSORRT_ONNX_OPS
 from trtcheck.partitioning.driver import partition_graph
 from trtcheck.partitioning.extract import segment_module
-from trtcheck.partitioning.model import Partition, Segment
+from trtcheck.partitioning.partition import Partition, Segment
 from trtcheck.partitioning.reasons import Target
 
 

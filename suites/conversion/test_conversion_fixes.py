@@ -24,6 +24,7 @@ from trtcheck.conversion.arguments import bind
 from trtcheck.conversion.ops._common import TENSORRT_DTYPES, engine_refusal
 from trtcheck.engines.base import onnx_elem_type
 from trtcheck.errors import EngineBuildError, LoweringError
+from trtcheck.partitioning.partition import Fallback
 
 A = torch.ops.aten
 ONE = trtcheck.Settings(min_block_size=1)
@@ -400,23 +401,26 @@ def test_fallback_reason_tells_an_engine_failure_from_a_converter_bug(monkeypatc
     assert "conversion failed: a trtcheck converter bug" in fallback
 
 
-# ---- Partition.fall_back ------------------------------------------------------------------------------------------
+# ---- Partition.with_fallbacks -------------------------------------------------------------------------------------
 
 
-def test_partition_fall_back_retargets_records_and_merges() -> None:
+def test_partition_with_fallbacks_retargets_records_and_merges_in_a_new_partition() -> None:
     model = Fn(lambda x: torch.lgamma(torch.relu(x) + 1).sin() * 2)
     partition = trtcheck.partition(model, (torch.rand(3) + 0.5,), ONE)
     kinds = [s.target for s in partition.segments]
     assert kinds == [Target.TENSORRT, Target.TORCH, Target.TENSORRT]
-    first = partition.segments[0]
-    size = len(first.nodes)
-    message = partition.fall_back(first, RuntimeError("nope"), stage="engine build failed")
-    assert message == "RuntimeError: nope [engine build failed]"
-    assert [s.target for s in partition.segments] == [Target.TORCH, Target.TENSORRT]  # merged with its neighbour
-    assert partition.fallbacks == [f"segment @0 ({size} nodes) runs in PyTorch: {message}"]
-    node = next(n for n in partition.compute_nodes if n.target == A.relu.default)
-    assert partition.reasons[node].kind is ReasonKind.CONVERSION_FAILED
+    before = ([(s.target, list(s.nodes)) for s in partition.segments], dict(partition.reasons), list(partition.fallbacks))
+    size = len(partition.segments[0].nodes)
+    after = partition.with_fallbacks({0: Fallback(RuntimeError("nope"), "engine build failed")})
+    message = "RuntimeError: nope [engine build failed]"
+    assert [s.target for s in after.segments] == [Target.TORCH, Target.TENSORRT]  # merged with its neighbour
+    assert after.fallbacks == [f"segment @0 ({size} nodes) runs in PyTorch: {message}"]
+    node = next(n for n in after.compute_nodes if n.target == A.relu.default)
+    assert after.reasons[node].kind is ReasonKind.CONVERSION_FAILED and after.reasons[node].detail == message
+    assert partition.surviving_indices(after) == {2: 1}  # what engines built per segment are re-keyed by
+    # The partition partitioning made is left as it was: segments, their nodes, reasons and fallbacks.
+    assert ([(s.target, list(s.nodes)) for s in partition.segments], dict(partition.reasons), list(partition.fallbacks)) == before
     with pytest.raises(ValueError, match="already runs in Torch"):
-        partition.fall_back(partition.segments[0], RuntimeError("again"))
-    with pytest.raises(ValueError, match="one of this partition's own segments"):
-        partition.fall_back(trtcheck.Segment(Target.TENSORRT, []), RuntimeError("stranger"))
+        after.with_fallbacks({0: Fallback(RuntimeError("again"))})
+    with pytest.raises(ValueError, match="has 3 segments"):
+        partition.with_fallbacks({7: Fallback(RuntimeError("stranger"))})

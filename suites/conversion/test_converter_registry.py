@@ -199,7 +199,7 @@ def test_conversion_asks_a_validator_only_what_partitioning_did_not() -> None:
     """Partitioning judged every node; conversion takes that verdict (``Reason.converter``) instead of running the
     validator again, but only from the converter registered now: one replaced in between judges anew."""
     import trtcheck
-    from trtcheck.build.convert import convert
+    from trtcheck.compiler.convert import convert
 
     class SinCos(torch.nn.Module):
         def forward(self, x):  # noqa: ANN001, ANN202
@@ -228,5 +228,5 @@ def test_conversion_asks_a_validator_only_what_partitioning_did_not() -> None:
             return False
 
         converters.register(A.sin.default, validator=refuse, override=True)(original.fn)
-        errors = trtcheck.build.convert.convert_segments(conversion.partition, trtcheck.build.clock.Clock())[1]
+        errors = trtcheck.compiler.convert.convert_segments(conversion.partition, trtcheck.compiler.clock.Clock())[1]
         assert refusing == ["sin"] and "rejects" in str(errors[0])

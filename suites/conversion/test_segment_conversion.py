@@ -127,7 +127,7 @@ def test_a_permuted_weight_is_a_weight_of_its_own_not_a_transpose(perm, shape) -
     """ONNX Runtime folds a Transpose of a weight into a second copy while it builds the session; the converted
     model holds the permuted weight instead, a view of the parameter (no copy while converting), and computes the
     same. Two conversions stay the same model (``SegmentOnnx.same_as`` compares the views' memory)."""
-    from trtcheck.build.convert import SegmentOnnx
+    from trtcheck.compiler.convert import SegmentOnnx
     from trtcheck.conversion.interpreter import held_weights
 
     module = _PermutedWeight(perm, shape)

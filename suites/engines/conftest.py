@@ -9,7 +9,7 @@ import pytest
 from onnx import helper
 
 from trtcheck.engines.base import onnx_elem_type
-from trtcheck.shapes import TensorSpec
+from trtcheck.engines.specs import TensorSpec
 
 ModelFactory = Callable[[Sequence[onnx.NodeProto], Sequence[TensorSpec], Sequence[TensorSpec]], onnx.ModelProto]
 

@@ -12,8 +12,8 @@ import torch
 from onnx import helper
 
 import trtcheck
+from trtcheck.conversion.origins import explain_node_names, node_origins
 from trtcheck.engines import EngineBuildError, TensorSpec, build_engine
-from trtcheck.engines.onnxruntime import explain_node_names, node_origins
 from trtcheck.errors import EngineRuntimeError
 
 _GEMM = "%addmm (aten.addmm.default), converter trtcheck.conversion.ops.linear._addmm"

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import torch.fx
 
-from trtcheck.partitioning.model import Segment, boundary_bytes
 from trtcheck.partitioning.nodes import is_getitem
+from trtcheck.partitioning.partition import Segment, boundary_bytes
 from trtcheck.partitioning.reasons import Target
 
 

@@ -22,7 +22,7 @@ from trtcheck import Target
 from trtcheck.lowering.graph import copy_graph_module
 from trtcheck.lowering.symbols import symbol_ranges
 from trtcheck.partitioning.driver import partition_graph
-from trtcheck.partitioning.model import Partition, Segment
+from trtcheck.partitioning.partition import Partition, Segment
 from trtcheck.testing.random_graphs import DYNAMIC_ONLY, OPS, Step, build_dynamic_graph, dynamic_aten_graphs, supports_all_but
 
 CI_EXAMPLES = 10  # one torch.export each (0.4 to 2 s on 2 cores), then four partitions

@@ -14,9 +14,9 @@ from suites.partitioning.exhaustive import exhaustive_optimum
 from suites.partitioning.partitioning_cases import SeedModel, no_lgamma
 from trtcheck.errors import SettingsError
 from trtcheck.partitioning.decisions import follow_producers
-from trtcheck.partitioning.model import boundary_bytes, merge_adjacent
 from trtcheck.partitioning.nodes import is_compute, is_getitem
 from trtcheck.partitioning.optimal import lower_bound, optimal
+from trtcheck.partitioning.partition import boundary_bytes, merge_adjacent
 from trtcheck.partitioning.reasons import Target
 from trtcheck.testing.random_graphs import (
     OPS,

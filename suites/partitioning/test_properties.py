@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import trtcheck
-from trtcheck.partitioning.model import merge_adjacent
+from trtcheck.partitioning.partition import merge_adjacent
 from trtcheck.partitioning.segmentation import dependency_aware, naive
 from trtcheck.testing.random_graphs import aten_graphs, called_ops_only, supports_all_but
 

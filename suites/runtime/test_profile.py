@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import trtcheck
-from trtcheck.partitioning.model import boundary_traffic
+from trtcheck.partitioning.partition import boundary_traffic
 from trtcheck.runtime.profiling import Profiler
 from trtcheck.runtime.stitch import SEGMENT_META, EngineModule
 

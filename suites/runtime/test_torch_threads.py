@@ -109,7 +109,7 @@ def test_the_count_is_restored_when_a_call_fails():
     def broken(*tensors):
         raise RuntimeError("engine lost")
 
-    module.engine = type("Broken", (), {"__call__": staticmethod(broken), "backend": "onnxruntime"})()
+    module.engine = type("Broken", (), {"__call__": staticmethod(broken), "backend": "onnxruntime", "node_origins": {}})()
     with pytest.raises(EngineRuntimeError, match="engine lost"):
         compiled(*IMAGE)
     assert torch.get_num_threads() == CALLER_THREADS

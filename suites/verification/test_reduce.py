@@ -17,7 +17,7 @@ import torch
 
 import trtcheck
 from suites.verification.planted import off_above, off_by, planted
-from trtcheck.build.convert import flat_inputs
+from trtcheck.lowering.graph import flat_inputs
 from trtcheck.verification.reduce import ddmin, reduce_compiled, reduce_model
 from trtcheck_zoo import registry as zoo
 

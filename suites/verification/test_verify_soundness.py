@@ -62,7 +62,7 @@ def test_allow_fallbacks_accepts_a_fallback_and_still_reports_it(broken_add_conv
 
 
 def test_determinism_is_checked_from_scratch_on_the_onnx_bytes(monkeypatch):
-    import trtcheck.build.convert as convert_module
+    import trtcheck.compiler.convert as convert_module
 
     calls = iter(range(1000))
     original = convert_module.segment_to_onnx
@@ -81,7 +81,7 @@ def test_the_determinism_check_serializes_no_weight(monkeypatch):
     """Comparing two conversions reads the weight-free models and the weights' memory (``SegmentOnnx.same_as``):
     serializing a model with its weights (seconds for vit_b_16, twice per verify) is what it avoids. Mapping's own
     ``in`` read (serialized) each model, so this failed before ``OnnxModels.__contains__`` (issue 25)."""
-    import trtcheck.build.convert as convert_module
+    import trtcheck.compiler.convert as convert_module
 
     def refused(self):
         raise AssertionError("serialized a model with its weights")
@@ -95,7 +95,7 @@ def test_the_determinism_check_serializes_no_weight(monkeypatch):
 _HASH_SCRIPT = textwrap.dedent(
     """
     import hashlib, sys, torch, models, trtcheck
-    from trtcheck.build.convert import convert
+    from trtcheck.compiler.convert import convert
     for name in sys.argv[1:]:
         model, inputs = models.get(name).build()
         conversion = convert(model, inputs, trtcheck.Settings(min_block_size=1))
@@ -228,6 +228,7 @@ def test_an_engine_failing_at_run_time_names_its_segment():
 
     class LostDevice:  # stands in for an engine whose runtime fails (a lost GPU, an ORT kernel error)
         backend = module.engine.backend
+        node_origins: dict[str, str] = {}  # what every Engine declares
 
         def __call__(self, *tensors):
             raise RuntimeError("device lost")

@@ -27,6 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 from torch.utils._sympy import functions as symfn
 
 from trtcheck import dtypes
+from trtcheck.conversion.origins import node_origin
 from trtcheck.errors import ConversionError
 
 #: The one ONNX opset trtcheck's converters emit (e.g. Reduce* axes are attributes there).
@@ -161,13 +162,6 @@ def converter_name(fn: Any) -> str:
     qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
     module = getattr(fn, "__module__", None) or type(fn).__module__
     return f"{module}.{qualname.replace('.<locals>.', '.')}"
-
-
-def node_origin(node: torch.fx.Node, converter: str) -> str:
-    """``%addmm (aten.addmm.default), converter trtcheck.conversion.ops.linear._addmm``: the ``doc_string`` of every
-    ONNX node converted from fx node ``node`` by ``converter``, which engine errors quote."""
-    target = node.target if node.op == "call_function" else node.op
-    return f"%{node.name} ({target}), converter {converter}"
 
 
 class ConversionContext:

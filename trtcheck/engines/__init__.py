@@ -17,9 +17,9 @@ from trtcheck.engines.base import (
     resolve_backend,
 )
 from trtcheck.engines.onnxruntime import OnnxRuntimeEngine
+from trtcheck.engines.specs import ShapeRange, TensorSpec
 from trtcheck.engines.tensorrt import TensorRTEngine
 from trtcheck.errors import EngineBuildError
-from trtcheck.shapes import ShapeRange, TensorSpec
 
 __all__ = [
     "BackendChoice",

@@ -22,8 +22,8 @@ import torch
 
 from trtcheck import dtypes
 from trtcheck.conversion.context import with_weights
+from trtcheck.engines.specs import ShapeRange, TensorSpec
 from trtcheck.errors import BackendError, BackendUnavailableError, EngineBuildError
-from trtcheck.shapes import ShapeRange, TensorSpec
 
 if TYPE_CHECKING:
     from trtcheck.settings import Settings
@@ -123,6 +123,9 @@ class Engine(abc.ABC):
     """How to make an unavailable backend available (shown after ``unavailable_reason``)."""
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+    node_origins: Mapping[str, str] = {}
+    """``{ONNX node name: what it was converted from}`` (``conversion.origins.node_origins``), which an error of the
+    engine, raised at build or at run time, quotes (``explain_node_names``); empty for a backend that keeps none."""
 
     @classmethod
     def unavailable_reason(cls) -> str | None:

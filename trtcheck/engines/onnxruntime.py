@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,13 +23,14 @@ import torch
 from onnx import TensorProto
 
 from trtcheck.conversion.context import weight_bytes
+from trtcheck.conversion.origins import explain_node_names, node_origins
 from trtcheck.engines.base import Engine, check_model_signature, onnx_elem_type, register_backend
 from trtcheck.engines.precision import emulate, needs_emulation
+from trtcheck.engines.specs import TensorSpec
 from trtcheck.errors import EngineBuildError
 from trtcheck.names import resolve_fp32_nodes
-from trtcheck.shapes import TensorSpec
 
-__all__ = ["OnnxRuntimeEngine", "SPIN_POLICIES", "explain_node_names", "node_origins", "session_options"]
+__all__ = ["OnnxRuntimeEngine", "SPIN_POLICIES", "session_options"]
 
 _CPU = torch.device("cpu")
 _CUDA_EP = "CUDAExecutionProvider"
@@ -177,22 +177,6 @@ def _session_source(
     held = _add_weights(options, weights) if weights else []
     yield model.SerializeToString()
     del held  # the session exists: it copied what these values hold
-
-
-def node_origins(model: onnx.ModelProto) -> dict[str, str]:
-    """``{ONNX node name: doc_string}`` of the nodes trtcheck's converters named and documented: ``addmm/Gemm`` ->
-    ``%addmm (aten.addmm.default), converter trtcheck.conversion.ops.linear._addmm``."""
-    return {node.name: node.doc_string for node in model.graph.node if node.name and node.doc_string}
-
-
-_NODE_NAME = re.compile(r"[A-Za-z_]\w*/[A-Za-z]\w*")  # fx node name / op type (_count)
-
-
-def explain_node_names(message: str, origins: Mapping[str, str]) -> str:
-    """What the converted ONNX nodes an engine's ``message`` names came from (``ONNX node 'addmm/Gemm' is %addmm
-    (aten.addmm.default), converter ...``), for an error message; "" when it names none of ``origins``."""
-    named = dict.fromkeys(name for name in _NODE_NAME.findall(message) if name in origins)
-    return "; ".join(f"ONNX node {name!r} is {origins[name]}" for name in named)
 
 
 def _has_data(spec: TensorSpec) -> bool:

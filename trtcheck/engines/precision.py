@@ -41,31 +41,19 @@ low-precision model holding one is refused (``EngineBuildError``: the segment fa
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 
 import onnx
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
+from trtcheck.conversion.origins import onnx_origin
 from trtcheck.errors import EngineBuildError
 
 __all__ = ["LOW_TYPES", "PRECISION_TYPES", "KeepFp32", "emulate", "needs_emulation", "onnx_origin"]
 
 KeepFp32 = Callable[[str, str], bool]
 """Whether a node stays in float32, asked with its fx node name and ATen target (``names.Fp32Nodes``)."""
-
-_ORIGIN = re.compile(r"^%(?P<name>\S+) \((?P<target>[^)]*)\)")
-
-
-def onnx_origin(node: onnx.NodeProto) -> tuple[str, str]:
-    """The fx node an ONNX node was converted from and its ATen target (``"native_layer_norm"``,
-    ``"aten.native_layer_norm.default"``), from the ``doc_string`` every converted node carries
-    (``conversion.node_origin``); a node without one: the part of its name before ``/``, and no target."""
-    found = _ORIGIN.match(node.doc_string or "")
-    if found:
-        return found["name"], found["target"]
-    return node.name.split("/", 1)[0], ""
 
 PRECISION_TYPES: dict[str, int | None] = {"fp32": None, "fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}
 """``Settings.precision`` -> the ONNX element type float32 values are rounded to (None: not rounded)."""

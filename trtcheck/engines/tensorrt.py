@@ -51,9 +51,9 @@ from trtcheck import dtypes
 from trtcheck.engines.base import Engine, check_model_signature, import_tensorrt, register_backend, tensorrt_import_error
 from trtcheck.engines.cache import CacheKey, EngineCache
 from trtcheck.engines.precision import onnx_origin
+from trtcheck.engines.specs import ShapeRange, TensorSpec
 from trtcheck.errors import EngineBuildError, ParserRefusedError
 from trtcheck.names import resolve_fp32_nodes
-from trtcheck.shapes import ShapeRange, TensorSpec
 
 __all__ = [
     "MISSING_DEPENDENCY_MESSAGE",

@@ -8,7 +8,8 @@ every buffer the graph writes into), and every phase above reads them from here.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.fx
@@ -163,3 +164,11 @@ def copy_graph_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     copy.graph._codegen = gm.graph._codegen
     copy.recompile()
     return copy
+
+
+def flat_inputs(gm: torch.fx.GraphModule, args: Sequence[Any], kwargs: Mapping[str, Any] | None) -> list[Any]:
+    """The model's inputs flattened the way the lowered graph's placeholders take them."""
+    if getattr(gm.graph._codegen, "pytree_info", None) is None:  # placeholders take the arguments as they are
+        return list(args)
+    leaves, _ = torch.utils._pytree.tree_flatten((tuple(args), dict(kwargs or {})))
+    return leaves

@@ -29,8 +29,8 @@ from collections.abc import Sequence
 import torch.fx
 
 from trtcheck.errors import GraphMustChange
-from trtcheck.partitioning.model import Segment
 from trtcheck.partitioning.nodes import is_size_computation, node_is_tensor
+from trtcheck.partitioning.partition import Segment
 from trtcheck.partitioning.reasons import Reason, ReasonKind, Target
 from trtcheck.text import plural
 

@@ -6,7 +6,7 @@ branches (a loop's ``cond_fn`` and body) are ``GraphModule`` attributes of the l
 its branches are ordinary ATen graphs. As in the seed's partitioning of loops and conditionals, the node
 itself is a Torch segment of its own, marked ``do_not_merge`` (stitching copies it as it is), and each
 branch is partitioned on its own, with the same settings, into ``Partition.subpartitions[name]``: engines
-then sit inside branches, and ``trtcheck.build`` compiles them (``engine_build.compile_branches``).
+then sit inside branches, and ``trtcheck.compiler`` compiles them (``engine_build.build_branches``).
 
 ``decisions.decide`` sends the node itself to Torch (reason ``CONTROL_FLOW``, unless the user forced it);
 then two small passes, each run by the driver (``driver._partition_graph``) at one point:
@@ -28,8 +28,8 @@ import torch.fx
 from trtcheck.errors import PartitionError
 from trtcheck.lowering.graph import copy_graph_module, is_mutable_state
 from trtcheck.names import ModuleMatcher
-from trtcheck.partitioning.model import Partition, Segment
 from trtcheck.partitioning.nodes import bound_operands, branch_names, is_control_flow, is_getitem
+from trtcheck.partitioning.partition import Partition, Segment
 from trtcheck.partitioning.reasons import Target
 
 

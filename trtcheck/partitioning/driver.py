@@ -22,9 +22,9 @@ from trtcheck.names import ModuleMatcher, checked_settings, resolve_fp32_nodes, 
 from trtcheck.partitioning.boundaries import apply_min_block_size, enforce_tensor_boundaries
 from trtcheck.partitioning.control_flow import isolate_control_flow, partition_branches
 from trtcheck.partitioning.decisions import Support, follow_producers, initial_targets, judge_with
-from trtcheck.partitioning.model import Partition, Segment, boundary_bytes, merge_adjacent
 from trtcheck.partitioning.nodes import is_compute, is_control_flow
 from trtcheck.partitioning.optimal import Optimal
+from trtcheck.partitioning.partition import Partition, Segment, boundary_bytes, merge_adjacent
 from trtcheck.partitioning.reasons import Reason, Target
 from trtcheck.partitioning.segmentation import SEGMENTERS, Segmenter, dependency_aware
 from trtcheck.settings import Settings

@@ -19,7 +19,7 @@ from trtcheck.partitioning.reasons import ReasonKind, Target
 from trtcheck.text import plural
 
 if TYPE_CHECKING:  # Partition imports this module to explain itself; this one only reads its fields
-    from trtcheck.partitioning.model import Partition
+    from trtcheck.partitioning.partition import Partition
 
 # Headings in the order a reader acts on them: what the user asked for, what a converter could fix, then
 # what follows from the partitioning rules. Kinds not listed here (a Torch node should never be

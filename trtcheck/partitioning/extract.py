@@ -11,7 +11,7 @@ import torch
 import torch.fx
 
 from trtcheck.lowering.graph import graph_module as lazy_graph_module
-from trtcheck.partitioning.model import Segment
+from trtcheck.partitioning.partition import Segment
 
 
 def segment_module(graph_module: torch.fx.GraphModule, segment: Segment) -> torch.fx.GraphModule:

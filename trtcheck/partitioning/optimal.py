@@ -47,8 +47,8 @@ from torch import Tensor
 
 from trtcheck.lowering.graph import is_mutable_state, state_order
 from trtcheck.lowering.symbols import value_bytes
-from trtcheck.partitioning.model import Segment
 from trtcheck.partitioning.nodes import is_getitem, is_tensor_value
+from trtcheck.partitioning.partition import Segment
 from trtcheck.partitioning.reasons import Target
 
 _TRT, _TORCH = 0, 1

@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 import torch.fx
 
 from trtcheck.lowering.graph import state_order
-from trtcheck.partitioning.model import Segment
 from trtcheck.partitioning.nodes import is_getitem
 from trtcheck.partitioning.optimal import optimal
+from trtcheck.partitioning.partition import Segment
 from trtcheck.partitioning.reasons import Target
 
 Segmenter = Callable[[Sequence[torch.fx.Node], dict[torch.fx.Node, Target]], list[Segment]]

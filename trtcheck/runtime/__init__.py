@@ -2,7 +2,7 @@
 
 ``stitch`` builds one ``GraphModule`` from engines and Torch segments, ``signature`` checks every call's
 inputs against the example's, ``threads`` picks PyTorch's thread count, ``module`` is ``CompiledModule``
-and ``profiling`` times each segment of a call. Nothing here converts or builds: that is ``trtcheck.build``,
+and ``profiling`` times each segment of a call. Nothing here converts or builds: that is ``trtcheck.compiler``,
 which sits above this package because ``compile`` returns a ``CompiledModule``.
 """
 

@@ -14,7 +14,7 @@ import torch.fx
 
 from trtcheck.engines import Engine
 from trtcheck.errors import TrtcheckError
-from trtcheck.partitioning.model import Partition
+from trtcheck.partitioning.partition import Partition
 from trtcheck.runtime.signature import InputSignature
 from trtcheck.runtime.stitch import EngineModule
 from trtcheck.runtime.threads import TORCH_THREADS_AUTO, auto_torch_threads

@@ -14,7 +14,7 @@ time inside the backend's run. What counts where:
   what remains: ``total_s - engine_s - torch_s`` (crossings, the input check, output packing, marks).
 
 ``boundaries`` is the number of *values* crossing a segment boundary per call, as
-``trtcheck.partitioning.model.boundary_traffic`` counts them (and the benchmark report shows): every input of
+``trtcheck.partitioning.partition.boundary_traffic`` counts them (and the benchmark report shows): every input of
 an engine segment (graph inputs included) and every input of a Torch segment produced by another segment.
 ``per_boundary_s`` is ``boundary_s / boundaries`` (0.0 when nothing crosses).
 
@@ -35,7 +35,7 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_structure
 
-from trtcheck.partitioning.model import boundary_traffic
+from trtcheck.partitioning.partition import boundary_traffic
 from trtcheck.partitioning.reasons import Target
 from trtcheck.runtime.module import CompiledModule
 from trtcheck.runtime.stitch import SEGMENT_META

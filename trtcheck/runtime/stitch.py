@@ -22,13 +22,13 @@ from typing import Any
 import torch
 import torch.fx
 
+from trtcheck.conversion.origins import explain_node_names
 from trtcheck.engines import Engine
-from trtcheck.engines.onnxruntime import explain_node_names
 from trtcheck.errors import EngineRuntimeError, InputMismatchError
 from trtcheck.lowering.graph import is_mutable_state
 from trtcheck.lowering.symbols import size_hint
-from trtcheck.partitioning.model import Partition, Segment
 from trtcheck.partitioning.nodes import branch_names, is_control_flow
+from trtcheck.partitioning.partition import Partition, Segment
 from trtcheck.partitioning.reasons import Target
 
 
@@ -52,7 +52,7 @@ class EngineModule(torch.nn.Module):
             ) from error
         except Exception as error:  # noqa: BLE001 - a run-time failure must name the engine that failed
             # An ONNX node the engine's message names (``div/Div``) as the fx node and converter it came from.
-            origin = explain_node_names(str(error), getattr(self.engine, "node_origins", None) or {})
+            origin = explain_node_names(str(error), self.engine.node_origins)
             raise EngineRuntimeError(
                 f"the {self.engine.backend} engine of TensorRT segment @{self.segment_index} failed while running: "
                 f"{type(error).__name__}: {error}. " + (f"{origin}. " if origin else "")
@@ -70,8 +70,12 @@ SEGMENT_META = "trtcheck_segment"
 ``restride``s, a Torch segment's copied nodes): the index of that segment (``trtcheck.profile`` reads it)."""
 
 
-def stitch(partition: Partition, engines: Mapping[int, Engine]) -> torch.fx.GraphModule:
-    """Build the stitched module; ``engines`` maps the index of every TensorRT segment to its engine.
+def stitch(
+    partition: Partition, engines: Mapping[int, Engine], branches: Mapping[str, torch.nn.Module] | None = None
+) -> torch.fx.GraphModule:
+    """Build the stitched module; ``engines`` maps the index of every TensorRT segment to its engine, ``branches``
+    the name of a control-flow branch (``true_graph_0``) to its own stitched module, called in its place. A
+    control-flow node whose branches run engines calls its op without autograd (``WithoutAutograd``).
 
     The constants Torch segments read (parameters, constant buffers) are copied when stitching: engines baked
     the weights of the moment they were built, so Torch segments must read that moment's weights too. A
@@ -81,6 +85,7 @@ def stitch(partition: Partition, engines: Mapping[int, Engine]) -> torch.fx.Grap
     by every call. The copies carry no autograd: the compiled module is for inference.
     """
     source = partition.graph_module
+    branches = branches or {}
     graph = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     attributes: dict[str, object] = {}  # every get_attr and call_module target of the stitched graph
@@ -89,7 +94,7 @@ def stitch(partition: Partition, engines: Mapping[int, Engine]) -> torch.fx.Grap
     def lookup(node: torch.fx.Node) -> torch.fx.Node:
         if node not in env and node.op == "get_attr":  # constants are copied where first used
             env[node] = graph.node_copy(node)
-            value = operator.attrgetter(node.target)(source)
+            value = branches[node.target] if node.target in branches else operator.attrgetter(node.target)(source)
             if isinstance(value, torch.Tensor) and not is_mutable_state(node):
                 if id(value) not in snapshots:
                     snapshots[id(value)] = value.detach().clone()
@@ -109,6 +114,8 @@ def stitch(partition: Partition, engines: Mapping[int, Engine]) -> torch.fx.Grap
             for node in segment.nodes:
                 env[node] = graph.node_copy(node, lookup)
                 env[node].meta[SEGMENT_META] = index
+                if is_control_flow(node) and any(_runs_engines(branches.get(name)) for name in branch_names(node)):
+                    env[node].target = _without_autograd(node.target)
     output = next(node for node in reversed(source.graph.nodes) if node.op == "output")
     graph.node_copy(output, lookup)
     graph._codegen = copy.deepcopy(source.graph._codegen)
@@ -209,8 +216,12 @@ RESTRIDES = (restride, restride_in_order)
 """The functions a stitched graph calls to give an engine output its recorded layout."""
 
 
-def call_without_autograd(stitched: torch.fx.GraphModule) -> None:
-    """Make every control-flow node of ``stitched`` whose branches run engines call its op with autograd off.
+def _runs_engines(module: torch.nn.Module | None) -> bool:
+    return module is not None and any(isinstance(child, EngineModule) for child in module.modules())
+
+
+class WithoutAutograd:
+    """``op`` called under ``torch.no_grad()``: the target of a stitched control-flow node whose branches run engines.
 
     With grad enabled and any operand requiring grad (the parameters a cond passes in always do), a
     control-flow op's autograd kernel first traces both branches with fake tensors to check them for
@@ -218,21 +229,6 @@ def call_without_autograd(stitched: torch.fx.GraphModule) -> None:
     gradient anyway, so the op runs as it does under ``torch.no_grad()``: its eager kernel, calling the
     branch that the predicate picks. Nodes whose branches hold no engine keep autograd.
     """
-    changed = False
-    for node in stitched.graph.nodes:
-        if is_control_flow(node) and any(_runs_engines(getattr(stitched, name)) for name in branch_names(node)):
-            node.target = _without_autograd(node.target)
-            changed = True
-    if changed:
-        stitched.recompile()
-
-
-def _runs_engines(module: torch.nn.Module) -> bool:
-    return any(isinstance(child, EngineModule) for child in module.modules())
-
-
-class WithoutAutograd:
-    """``op`` called under ``torch.no_grad()``: the target of a stitched control-flow node (see ``call_without_autograd``)."""
 
     def __init__(self, op: Any) -> None:
         self.op = op
@@ -252,5 +248,5 @@ def _without_autograd(op: Any) -> WithoutAutograd:
 
 
 def stitched_branches(stitched: torch.fx.GraphModule) -> list[tuple[str, torch.fx.GraphModule]]:
-    """The stitched branch modules ``compile_branches`` put into ``stitched`` (its own, not nested ones), by name."""
+    """The stitched branch modules ``stitch`` put into ``stitched`` (its own, not nested ones), by name."""
     return [(name, child) for name, child in stitched.named_children() if isinstance(child, torch.fx.GraphModule)]

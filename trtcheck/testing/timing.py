@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from trtcheck.benchmarking import extra_info, flush_denormals, preset_label
-from trtcheck.build.compile import compile as compile_model
+from trtcheck.compiler.pipeline import compile as compile_model
 from trtcheck.errors import PartitionError
 from trtcheck.runtime.module import CompiledModule
 from trtcheck.runtime.profiling import profile as profile_call

@@ -211,7 +211,7 @@ def _repro_warnings_in_our_words() -> Iterator[None]:
 
 def _compare(args: argparse.Namespace) -> int:
     """One MODEL: a row per partitioner. No MODEL: the zoo and/or random graphs, with the tallies."""
-    from trtcheck.build.convert import flat_inputs  # deferred: it imports torch
+    from trtcheck.lowering.graph import flat_inputs  # deferred: it imports torch
     from trtcheck.names import resolve_modules  # deferred: it imports torch
     from trtcheck.tools import compare  # deferred: it imports torch
 

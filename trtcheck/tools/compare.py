@@ -42,15 +42,14 @@ import torch
 import torch.fx
 
 import trtcheck_zoo
-from trtcheck.build.convert import flat_inputs
 from trtcheck.lowering.export import lower
-from trtcheck.lowering.graph import copy_graph_module
+from trtcheck.lowering.graph import copy_graph_module, flat_inputs
 from trtcheck.names import ModuleMatcher, checked_settings, resolve_modules, resolve_ops
 from trtcheck.partitioning.decisions import Support, initial_targets, judge_with
 from trtcheck.partitioning.driver import partition_graph
-from trtcheck.partitioning.model import Segment, boundary_bytes
 from trtcheck.partitioning.nodes import is_compute
 from trtcheck.partitioning.optimal import lower_bound
+from trtcheck.partitioning.partition import Segment, boundary_bytes
 from trtcheck.partitioning.reasons import Target
 from trtcheck.presets import DEFAULT_PRESETS, resolve_presets
 from trtcheck.settings import SEGMENTATIONS, Settings

@@ -22,7 +22,7 @@ import torch
 import torch.fx
 
 from trtcheck.partitioning.explain import ExplainSummary, reason_heading
-from trtcheck.partitioning.model import Partition
+from trtcheck.partitioning.partition import Partition
 from trtcheck.partitioning.reasons import Target
 from trtcheck.text import plural
 

@@ -15,10 +15,10 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_map
 
-from trtcheck.build.convert import Converted, convert
+from trtcheck.compiler.convert import Converted, convert
 from trtcheck.errors import NondeterministicModelError
 from trtcheck.lowering.symbols import specialized_symbols
-from trtcheck.partitioning.model import Partition
+from trtcheck.partitioning.partition import Partition
 from trtcheck.verification.eager_cache import EagerCache
 from trtcheck.verification.equivalence import compare_outputs
 from trtcheck.verification.inputs import cloned, run_eager

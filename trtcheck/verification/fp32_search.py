@@ -28,10 +28,10 @@ from typing import Any
 
 import torch
 
-from trtcheck.build.compile import compile
-from trtcheck.build.convert import flat_inputs
+from trtcheck.compiler.pipeline import compile
 from trtcheck.errors import SettingsError, VerificationError
 from trtcheck.lowering.export import lower, source_of
+from trtcheck.lowering.graph import flat_inputs
 from trtcheck.names import checked_settings
 from trtcheck.partitioning.reasons import Target
 from trtcheck.runtime.profiling import profile

@@ -37,8 +37,8 @@ from trtcheck.lowering.graph import state_order, written_values
 from trtcheck.names import ModuleMatcher, resolve_modules, resolve_ops
 from trtcheck.partitioning.control_flow import branch_modules
 from trtcheck.partitioning.decisions import Support, judge_with
-from trtcheck.partitioning.model import Partition, mergeable
 from trtcheck.partitioning.nodes import is_compute, is_control_flow, is_getitem, node_is_tensor
+from trtcheck.partitioning.partition import Partition, mergeable
 from trtcheck.partitioning.reasons import ReasonKind, Target
 
 

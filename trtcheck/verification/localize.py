@@ -39,7 +39,7 @@ from trtcheck.conversion import segment_to_onnx
 from trtcheck.conversion.interpreter import held_weights
 from trtcheck.engines import Engine, TensorSpec, build_engine
 from trtcheck.partitioning.extract import segment_module
-from trtcheck.partitioning.model import Partition, Segment
+from trtcheck.partitioning.partition import Partition, Segment
 from trtcheck.partitioning.reasons import Target
 from trtcheck.verification.equivalence import (
     REFERENCE_MULTIPLE,

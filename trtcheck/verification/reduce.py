@@ -27,11 +27,11 @@ import torch
 import torch.fx
 
 from trtcheck.atomic import atomic_write
-from trtcheck.build.compile import compile
-from trtcheck.build.convert import flat_inputs
+from trtcheck.compiler.pipeline import compile
 from trtcheck.engines import resolve_backend
 from trtcheck.errors import TrtcheckError
 from trtcheck.lowering.export import source_of
+from trtcheck.lowering.graph import flat_inputs
 from trtcheck.names import checked_settings
 from trtcheck.partitioning.reasons import Target
 from trtcheck.settings import Settings

@@ -19,16 +19,16 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from trtcheck.build.clock import CompileTimes
-from trtcheck.build.compile import compile
-from trtcheck.build.convert import flat_inputs
+from trtcheck.compiler.clock import CompileTimes
+from trtcheck.compiler.pipeline import compile
 from trtcheck.engines import describe_backend, resolve_backend
 from trtcheck.errors import InputMismatchError, VerificationError
 from trtcheck.lowering.export import source_of
+from trtcheck.lowering.graph import flat_inputs
 from trtcheck.names import checked_settings
 from trtcheck.partitioning.decisions import Support
 from trtcheck.partitioning.explain import ExplainSummary
-from trtcheck.partitioning.model import Partition, merge_adjacent
+from trtcheck.partitioning.partition import Partition, merge_adjacent
 from trtcheck.partitioning.segmentation import dependency_aware, naive
 from trtcheck.runtime.stitch import RESTRIDES, EngineModule, recorded_stride, stitched_branches
 from trtcheck.settings import Settings

@@ -17,8 +17,8 @@ import trtcheck
 import trtcheck_zoo as models
 from suites.partitioning.test_control_flow import NestedCond
 from trtcheck import Target
-from trtcheck.build import convert as compiler
-from trtcheck.build.convert import OnnxModels, convert
+from trtcheck.compiler import convert as compiler
+from trtcheck.compiler.convert import OnnxModels, convert
 from trtcheck.lowering.export import LoweringCache
 from trtcheck.runtime.stitch import EngineModule, WithoutAutograd
 from trtcheck.verification.determinism import branch_determinism_violations
@@ -169,7 +169,7 @@ def test_a_branch_engine_that_fails_to_build_falls_back_with_its_stage(cond_mode
     def broken(*args, **kwargs):
         raise RuntimeError("no engine")
 
-    monkeypatch.setattr("trtcheck.build.engine_build.build_engine", broken)
+    monkeypatch.setattr("trtcheck.compiler.engine_build.build_engine", broken)
     compiled = trtcheck.compile(model, inputs, trtcheck.Settings(min_block_size=5))
     assert all("[engine build failed" in line for line in compiled.partition.subpartitions["false_graph_0"].fallbacks)
     assert any(line.startswith("branch false_graph_0: segment @0") for line in compiled.partition.fallbacks)

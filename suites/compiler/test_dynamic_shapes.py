@@ -226,7 +226,7 @@ def test_what_reads_a_compiled_module_never_fixes_a_dynamic_size():
     costs used ``int(numel)``."""
     from trtcheck.benchmarking import extra_info
     from trtcheck.lowering.symbols import specialized_symbols, value_bytes
-    from trtcheck.partitioning.model import boundary_traffic
+    from trtcheck.partitioning.partition import boundary_traffic
 
     entry = models.get("transformer_encoder_dynamic_seq")
     model, inputs = entry.build()

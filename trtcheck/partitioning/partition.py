@@ -2,8 +2,8 @@
 
 These are plain objects (the seed's ``SegmentedBlock`` and ``PartitionInfo``): tests and downstream code
 may build or edit them by hand, so anything derivable (a segment's inputs and outputs) is computed from
-the nodes on demand rather than stored and left to go stale. The few operations here are the ones that
-keep a partition well formed whoever edits it: merging neighbours, falling a segment back to Torch.
+the nodes on demand rather than stored and left to go stale. Later phases never edit a partition:
+``with_fallbacks`` returns a new one where segments fell back to Torch, merged with their neighbours.
 """
 
 from __future__ import annotations
@@ -109,6 +109,20 @@ def _format_arg(arg: Any) -> str:
     return repr(arg)
 
 
+@dataclass(frozen=True)
+class Fallback:
+    """Why one TensorRT segment runs in PyTorch after all: the error, and the stage that raised it (a converter
+    bug and an engine limitation call for different fixes, so the reason says which)."""
+
+    error: BaseException
+    stage: str = "conversion failed"
+
+    @property
+    def message(self) -> str:
+        """``RuntimeError: nope [engine build failed]``: the reason's text."""
+        return f"{type(self.error).__name__}: {str(self.error).strip()} [{self.stage}]"
+
+
 @dataclass(eq=False)
 class Partition:
     """The result of partitioning one graph: segments in execution order and a reason for every node."""
@@ -135,29 +149,52 @@ class Partition:
         segment = self.segment_of(node)
         return segment.target if segment is not None else None
 
-    def fall_back(self, segment: Segment, error: BaseException, stage: str = "conversion failed") -> str:
-        """Run ``segment``, a TensorRT segment that failed to compile, in PyTorch; return the reason.
+    def with_fallbacks(
+        self, failed: Mapping[int, Fallback] | None = None, *, subpartitions: Mapping[str, Partition] | None = None
+    ) -> Partition:
+        """A new partition: this one with each TensorRT segment of ``failed`` (by index) run in PyTorch, and
+        ``subpartitions`` (branches' partitions after their own fallbacks) in place of this one's. This one is left
+        as it is: what a later phase learns (an engine that would not build) is its own result, and the partition
+        stays what partitioning made, which the determinism check and a repro read.
 
-        ``stage`` says what failed ("conversion failed": trtcheck's converters; "engine build failed": the
-        backend, on an ONNX model that passed the checker), so a converter bug and an engine limitation
-        read apart; it ends the reason, in brackets.
-        Each of its nodes gets a ``CONVERSION_FAILED`` reason, ``fallbacks`` records the segment, and it
-        merges with neighbouring Torch segments, so the partition keeps one segment per run of a target.
-        Segment objects other than merged Torch ones keep their identity (engines are keyed by them).
+        Each failed segment's nodes get a ``CONVERSION_FAILED`` reason naming the error and its stage, the
+        segment is listed in ``fallbacks`` and merged with its Torch neighbours, so the partition keeps one
+        segment per run of a target. A replaced branch's fallbacks are listed too, as ``branch NAME: ...``.
+        TensorRT segments never merge, so the ones that survive keep their order (``surviving_indices``).
         """
-        index = next((i for i, s in enumerate(self.segments) if s is segment), None)
-        if index is None:
-            raise ValueError("fall_back() takes one of this partition's own segments (partition.segments[i])")
-        if segment.target is not Target.TENSORRT:
-            raise ValueError(f"segment @{index} already runs in {segment.target.display}: nothing to fall back from")
-        message = f"{type(error).__name__}: {str(error).strip()} [{stage}]"
-        self.fallbacks.append(f"segment @{index} ({len(segment.nodes)} nodes) runs in PyTorch: {message}")
-        segment.target = Target.TORCH
-        for node in segment.nodes:
-            self.reasons[node] = Reason(ReasonKind.CONVERSION_FAILED, message)
+        failed = dict(failed or {})
+        for index in failed:
+            if not 0 <= index < len(self.segments):
+                raise ValueError(f"with_fallbacks() got segment @{index}; this partition has {len(self.segments)} segments")
+            if self.segments[index].target is not Target.TENSORRT:
+                raise ValueError(f"segment @{index} already runs in {self.segments[index].target.display}: nothing to fall back from")
+        reasons = dict(self.reasons)
+        fallbacks = list(self.fallbacks)
+        segments = []
+        for index, segment in enumerate(self.segments):
+            target = segment.target
+            if index in failed:
+                message = failed[index].message
+                fallbacks.append(f"segment @{index} ({len(segment.nodes)} nodes) runs in PyTorch: {message}")
+                reasons.update({node: Reason(ReasonKind.CONVERSION_FAILED, message) for node in segment.nodes})
+                target = Target.TORCH
+            segments.append(Segment(target, list(segment.nodes), segment.do_not_merge))
+        subs = dict(self.subpartitions)
+        for name, sub in (subpartitions or {}).items():
+            if name not in subs:
+                raise ValueError(f"with_fallbacks() got branch {name!r}, which this partition does not have")
+            fallbacks += [f"branch {name}: {line}" for line in sub.fallbacks[len(subs[name].fallbacks):]]
+            subs[name] = sub
+        return Partition(self.graph_module, merge_adjacent(segments), reasons, self.settings, fallbacks, subs)
 
-        self.segments = merge_adjacent(self.segments)
-        return message
+    def surviving_indices(self, after: Partition) -> dict[int, int]:
+        """Each TensorRT segment's index here -> its index in ``after`` (this partition ``with_fallbacks``), for
+        those still in TensorRT there: what engines, built per segment before the fallbacks, are keyed by after."""
+        first_nodes = {s.nodes[0]: i for i, s in enumerate(after.segments) if s.target is Target.TENSORRT and s.nodes}
+        return {
+            i: first_nodes[s.nodes[0]] for i, s in enumerate(self.segments)
+            if s.target is Target.TENSORRT and s.nodes and s.nodes[0] in first_nodes
+        }
 
     @property
     def compute_nodes(self) -> list[torch.fx.Node]:

@@ -9,25 +9,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
 import torch.fx
 
-from trtcheck.build.clock import Clock
-from trtcheck.build.convert import convert
-from trtcheck.build.engine_build import build_engines, compile_branches
+from trtcheck.compiler.clock import Clock
+from trtcheck.compiler.convert import convert
+from trtcheck.compiler.engine_build import build_branches, build_engines, stitch_built
 from trtcheck.engines import resolve_backend
 from trtcheck.lowering.export import source_of
-from trtcheck.lowering.symbols import symbol_ranges
+from trtcheck.memory import release_mkl_buffers
 from trtcheck.names import checked_settings
 from trtcheck.partitioning.decisions import Support
 from trtcheck.runtime.module import CompiledModule
 from trtcheck.runtime.signature import InputSignature
-from trtcheck.runtime.stitch import stitch
 from trtcheck.runtime.threads import check_torch_threads
 from trtcheck.settings import Settings
-from trtcheck.shapes import release_mkl_buffers
 
 
 def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_tensorrt.compile
@@ -69,13 +68,12 @@ def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_te
         source.lowerable, source.example_args, settings, support=support, example_kwargs=source.example_kwargs,
         check_shapes=check_shapes, clock=clock, lowered=lowered, dynamic_shapes=dynamic_shapes,
     )
-    partition = conversion.partition
-    engines = build_engines(
-        partition, conversion.onnx_models, conversion.errors, backend, clock, symbol_ranges(conversion.graph_module),
-        strict=strict, mismatched=conversion.mismatched, engines_in_model=conversion.engine_count,
+    branches = build_branches(conversion, backend, strict=strict, clock=clock)  # engines inside control-flow branches
+    built = build_engines(
+        conversion.partition, conversion.onnx_models, conversion.errors, backend, clock, conversion.shapes,
+        strict=strict, engines_in_model=conversion.engine_count, subpartitions={n: b.partition for n, b in branches.items()},
     )
-    stitched = clock.run("stitching", stitch, partition, engines)
-    compile_branches(conversion, stitched, backend, strict=strict, clock=clock)  # engines inside control-flow branches
+    stitched = stitch_built(replace(built, branches=branches), clock)
     release_mkl_buffers()  # what shape analysis's run left cached, freed now that no engine is left to build
     signature = InputSignature.of(source.eager, conversion.example_args, conversion.example_kwargs, graph_module=conversion.graph_module)
     return CompiledModule(stitched, signature, clock.times, conversion, torch_threads)
