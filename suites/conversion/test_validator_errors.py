@@ -58,7 +58,7 @@ def _partition(support=None):
 def test_builtin_validator_error_is_its_own_reason_and_a_violation() -> None:
     # Registered through the built-in path: _common.converter is what every trtcheck.conversion.ops module
     # uses, and it marks the converter builtin=True (no monkeypatching). Its validator runs the shared
-    # tensorrt_can_hold checks first (lgamma on float32 passes them), then our raising ``check``.
+    # engine_refusal checks first (lgamma on float32 passes them), then our raising ``check``.
     with converters.Snapshot():
         _common.converter(aten.lgamma.default, check=_boom)(_convert_unused)
         assert converters.get(aten.lgamma.default).builtin

@@ -183,11 +183,6 @@ def engine_refusal(node: torch.fx.Node, args: BoundArgs | None = None, dynamic: 
     return None
 
 
-def tensorrt_can_hold(node: torch.fx.Node) -> bool:
-    """True when :func:`engine_refusal` finds nothing: the node may be in a TensorRT segment."""
-    return engine_refusal(node) is None
-
-
 def value_dtype(value: Any) -> torch.dtype:
     """The dtype of a node's ``meta["val"]``: a tensor's own, int64 for a SymInt (its ONNX form)."""
     return torch.int64 if is_symint(value) else value.dtype
