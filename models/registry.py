@@ -45,7 +45,7 @@ class ZooEntry:
     dynamic size): the entry is compiled with it, and verified at the minimum, maximum and random sizes in range.
     ``fp32_nodes`` maps a reduced precision (``"fp16"``, ``"bf16"``) to the nodes the entry needs in float32 there
     (``Settings.fp32_nodes``, as ``trtcheck precision`` found them), and ``precision_notes`` says why: the matrix
-    at that precision (``--trtcheck-precision``) runs with them, and the README lists them.
+    at that precision (``--trtcheck-precision``) runs with them, and docs/precision.md lists them.
     """
 
     name: str
