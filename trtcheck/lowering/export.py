@@ -53,8 +53,9 @@ def lower(
 
     ``dynamic_shapes`` is ``torch.export.export``'s argument (``torch.export.Dim`` per dynamic dimension),
     checked against the inputs before export runs (``inputs.check_dynamic_shapes``: a ``DynamicShapesError``
-    names the entry that does not fit): the graph's metadata then carries symbolic sizes, and ``gm.meta[RANGES]`` each symbol's range
-    (``symbol_ranges``), which shape analysis and the engines' shape profiles are built from.
+    names the entry that does not fit): the graph's metadata then carries symbolic sizes, and
+    ``gm.meta[RANGES]`` each symbol's range (``symbol_ranges``), which shape analysis and the engines' shape
+    profiles are built from.
 
     ``keep`` (the ``torch_executed_ops`` matcher, ``names.resolve_ops``) keeps the ops it matches out of
     decomposition, so an op forced to PyTorch is still there to force; ``gm.meta[KEPT]`` records which ops of
@@ -200,7 +201,7 @@ def _export(
         else:
             refused = None
     if refused is not None:
-        try:
+        try:  # a forward that runs autograd is traced with make_fx: export's log of its refusal is then moot
             return _export_refused(model, args, kwargs, dynamic_shapes, keep, refused)
         except LoweringError as error:
             error.torch_log = log.text()

@@ -175,9 +175,7 @@ def _check_tensor_entry(name: str, where: str, tensor: torch.Tensor, spec: Any) 
 
 def _check_dim_entry(name: str, where: str, dim: int, value: Any, size: int) -> None:
     """One dim's entry: a Dim whose range holds the example's size, a hint, None, or the example's size itself."""
-    from torch.export.dynamic_shapes import _DimHint
-
-    if value is None or isinstance(value, _DimHint):
+    if value is None or isinstance(value, type(torch.export.Dim.AUTO)):  # Dim.AUTO, STATIC or DYNAMIC: export decides
         return
     if isinstance(value, torch.export.Dim):
         low, high = int(value.min), value.max
