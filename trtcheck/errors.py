@@ -34,6 +34,15 @@ class UnmatchedOpError(SettingsError):
 class LoweringError(TrtcheckError):
     """The model could not be lowered to a core-ATen ``torch.fx`` graph."""
 
+    torch_log: str = ""
+    """What torch logged while the failed ``torch.export`` ran (tracebacks of fake-tensor meta failures...),
+    kept off stderr since the message already says what failed; ``trtcheck ... --verbose`` prints it."""
+
+
+class DynamicShapesError(LoweringError, ValueError):
+    """``dynamic_shapes`` does not fit the inputs (a dim the input lacks, a name forward does not take, a value
+    that is not a ``torch.export.Dim``): refused before torch.export runs, so the model is never blamed."""
+
 
 class PartitionError(TrtcheckError):
     """Partitioning could not satisfy the settings (e.g. ``require_full_compilation``)."""

@@ -59,6 +59,10 @@ FACTORIES = textwrap.dedent(
         return "Net", (torch.randn(2, 8),)
 
 
+    def unfit():  # examples that do not fit the model: Net's Linear takes 8 features, not 5
+        return Net().eval(), (torch.randn(2, 5),)
+
+
     model = Net()
     '''
 )

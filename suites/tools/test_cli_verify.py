@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from trtcheck.tools.cli import main
@@ -71,3 +76,35 @@ def test_usage_errors_exit_2(factories, capsys, options, expected):
 def test_a_missing_target_file_exits_2(tmp_path, capsys):
     assert main(["verify", f"{tmp_path}/nope.py:build", *ORT]) == 2
     assert "nope.py: no such file" in capsys.readouterr().err
+
+
+def _traceback_lines(err: str) -> list[str]:
+    """The lines of ``err`` that come from a Python traceback or torch's logger (``E1204 12:00:00 ... file.py:12]``)."""
+    markers = ("Traceback", 'File "', "fake_tensor.py", "Error:", "^^^")
+    return [line for line in err.splitlines() if any(m in line for m in markers) and not line.startswith("trtcheck: error: ")]
+
+
+def test_examples_that_do_not_fit_print_only_trtchecks_message(factories, capfd):
+    """Issue 43, defect 14: torch logged ~20 lines of a fake-tensor meta failure's traceback to stderr while
+    exporting, before trtcheck's one-line error. They are kept on the error and printed with ``--verbose`` only."""
+    assert main(["verify", f"{factories}:unfit", *ORT]) == 2
+    err = capfd.readouterr().err
+    assert err.startswith("trtcheck: error: the example inputs do not fit Net"), err
+    assert _traceback_lines(err) == [], err
+    assert "--verbose" in err  # says where torch's own log of the failure is
+    assert main(["verify", f"{factories}:unfit", *ORT, "--verbose"]) == 2
+    err = capfd.readouterr().err
+    assert "failed while attempting to run meta for aten" in err and "trtcheck: error: the example inputs do not fit Net" in err
+
+
+@pytest.mark.slow
+def test_the_command_prints_no_traceback_for_examples_that_do_not_fit(factories):
+    """The same, as a user runs it: a fresh process, whose torch logging is configured as torch configures it."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(
+        [sys.executable, "-m", "trtcheck", "verify", f"{factories}:unfit", *ORT],
+        capture_output=True, text=True, timeout=300, check=False, env=env,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("trtcheck: error: the example inputs do not fit Net"), done.stderr
+    assert _traceback_lines(done.stderr) == [], done.stderr

@@ -8,8 +8,10 @@ already ATen is taken as it is, and only its missing metadata is filled in.
 
 from __future__ import annotations
 
+import logging
 import operator
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +28,8 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 from trtcheck.errors import LoweringError
 from trtcheck.lowering.decompositions import core_aten_table, kept_whole
 from trtcheck.lowering.graph import copy_graph_module, is_aten_graph, writes_to
-from trtcheck.lowering.symbols import DIM_NAMES, RANGES, finite
+from trtcheck.lowering.inputs import check_dynamic_shapes, check_program_inputs, dim_names_of, program_ranges
+from trtcheck.lowering.symbols import DIM_NAMES, RANGES
 
 
 def lower(
@@ -45,11 +48,14 @@ def lower(
     metadata fixes every size at the example's): a repro folder's saved graph of a dynamic model is such a graph.
 
     A ``torch.export.ExportedProgram`` (a ``.pt2`` file's content) is lowered as it is, without tracing
-    again: only its core-ATen decompositions are run, so the graph is the one the user exported.
+    again: only its core-ATen decompositions are run, so the graph is the one the user exported. Example inputs
+    that do not fit it (``inputs.check_program_inputs``) are an ``InputMismatchError`` naming what it takes.
 
-    ``dynamic_shapes`` is ``torch.export.export``'s argument (``torch.export.Dim`` per dynamic dimension):
-    the graph's metadata then carries symbolic sizes, and ``gm.meta[RANGES]`` each symbol's range
-    (``symbol_ranges``), which shape analysis and the engines' shape profiles are built from.
+    ``dynamic_shapes`` is ``torch.export.export``'s argument (``torch.export.Dim`` per dynamic dimension),
+    checked against the inputs before export runs (``inputs.check_dynamic_shapes``: a ``DynamicShapesError``
+    names the entry that does not fit): the graph's metadata then carries symbolic sizes, and
+    ``gm.meta[RANGES]`` each symbol's range (``symbol_ranges``), which shape analysis and the engines' shape
+    profiles are built from.
 
     ``keep`` (the ``torch_executed_ops`` matcher, ``names.resolve_ops``) keeps the ops it matches out of
     decomposition, so an op forced to PyTorch is still there to force; ``gm.meta[KEPT]`` records which ops of
@@ -63,6 +69,7 @@ def lower(
                 "dynamic_shapes was given with an ExportedProgram: its dynamic dimensions were fixed when it was "
                 "exported. Fix: pass dynamic_shapes to torch.export.export instead, or pass the nn.Module"
             )
+        check_program_inputs(model, example_inputs, example_kwargs)  # the examples shape analysis will run on
         return _kept(lower_program(model, keep), keep)
     if not isinstance(model, torch.nn.Module):
         raise LoweringError(
@@ -104,6 +111,12 @@ def source_of(model: Any, example_inputs: Sequence[Any] | None, example_kwargs: 
                     "the exported program stores no example inputs: pass example_inputs (the tuple it was exported with)"
                 )
             example_inputs, example_kwargs = stored[0], {**dict(stored[1] or {}), **dict(example_kwargs or {})}
+        if not isinstance(example_inputs, (tuple, list)):
+            raise LoweringError(
+                f"example_inputs must be a tuple of the program's positional inputs, got {type(example_inputs).__name__}: "
+                "write (x,) for a single input"
+            )
+        check_program_inputs(model, example_inputs, example_kwargs)  # before eager (program.module()) runs on them
         return Source(model, model.module(), tuple(example_inputs), dict(example_kwargs or {}))
     if not isinstance(model, torch.nn.Module):
         raise LoweringError(
@@ -178,35 +191,114 @@ def independent_inputs(args: Sequence[Any], kwargs: Mapping[str, Any] | None = N
 def _export(
     model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any = None, keep: Callable[[Any], bool] | None = None
 ) -> torch.fx.GraphModule:
-    try:
-        program = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
-    except Exception as error:  # torch.export raises many unrelated types
-        if _raise_if_inputs_do_not_fit(model, args, kwargs):  # eager ran fine, and ran autograd inside forward
-            if dynamic_shapes is None:
-                return _trace_through_autograd(model, args, kwargs, error, keep)
-            raise LoweringError(
-                f"{type(model).__name__}.forward runs autograd (torch.autograd.grad or backward), which torch.export "
-                f"cannot trace ({type(error).__name__}: {_first_lines(error, 1)}); trtcheck traces such a forward "
-                "with make_fx instead, which takes no dynamic_shapes. Fix: drop dynamic_shapes (compile once per size)"
-            ) from error
-        if dynamic_shapes is not None and _is_constraint_error(error):
-            raise LoweringError(
-                f"torch.export could not keep the dynamic dimensions of {type(model).__name__}: "
-                f"{type(error).__name__}: {_first_lines(error, 6)}\nFix: follow export's suggestion above (a "
-                "narrower Dim range, a static size, or a Dim shared between inputs), or drop that dimension "
-                "from dynamic_shapes"
-            ) from error
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise LoweringError(
-            f"torch.export could not trace {type(model).__name__}: {type(error).__name__}: {first_line}\n"
-            "Fix: make the model exportable (no data-dependent Python control flow, no unsupported Python "
-            "objects among the inputs; see https://pytorch.org/docs/stable/export.html), check that the "
-            "example inputs match forward's signature, or pass a torch.fx.GraphModule of ATen ops instead."
-        ) from error
+    if dynamic_shapes is not None:  # before export, whose IndexError or UserError would read as the model's fault
+        check_dynamic_shapes(model, args, kwargs, dynamic_shapes)
+    with TorchLog() as log:
+        try:
+            program = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
+        except Exception as error:  # torch.export raises many unrelated types
+            refused: Exception | None = error
+        else:
+            refused = None
+    if refused is not None:
+        try:  # a forward that runs autograd is traced with make_fx: export's log of its refusal is then moot
+            return _export_refused(model, args, kwargs, dynamic_shapes, keep, refused)
+        except LoweringError as error:
+            error.torch_log = log.text()
+            raise
+    log.replay()
     gm = _module_of(_decompose(program, type(model).__name__, keep))
     if dynamic_shapes is not None:
-        gm.meta[DIM_NAMES] = _dim_names(gm, model, args, kwargs, dynamic_shapes)
+        gm.meta[DIM_NAMES] = dim_names_of(gm, model, args, kwargs, dynamic_shapes)
     return gm
+
+
+def _export_refused(
+    model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any, keep: Callable[[Any], bool] | None, error: Exception
+) -> torch.fx.GraphModule:
+    """What torch.export's refusal means: inputs that do not fit the model, a forward running autograd (traced
+    with make_fx instead, when it can be), dynamic dimensions the model does not keep, or a model export cannot
+    trace; a ``LoweringError`` saying which, with the fix."""
+    if _raise_if_inputs_do_not_fit(model, args, kwargs):  # eager ran fine, and ran autograd inside forward
+        if dynamic_shapes is None:
+            return _trace_through_autograd(model, args, kwargs, error, keep)
+        raise LoweringError(
+            f"{type(model).__name__}.forward runs autograd (torch.autograd.grad or backward), which torch.export "
+            f"cannot trace ({type(error).__name__}: {_first_lines(error, 1)}); trtcheck traces such a forward "
+            "with make_fx instead, which takes no dynamic_shapes. Fix: drop dynamic_shapes (compile once per size)"
+        ) from error
+    if dynamic_shapes is not None and _is_constraint_error(error):
+        raise LoweringError(
+            f"torch.export could not keep the dynamic dimensions of {type(model).__name__}: "
+            f"{type(error).__name__}: {_first_lines(error, 6)}\nFix: follow export's suggestion above (a "
+            "narrower Dim range, a static size, or a Dim shared between inputs), or drop that dimension "
+            "from dynamic_shapes"
+        ) from error
+    first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    raise LoweringError(
+        f"torch.export could not trace {type(model).__name__}: {type(error).__name__}: {first_line}\n"
+        "Fix: make the model exportable (no data-dependent Python control flow, no unsupported Python "
+        "objects among the inputs; see https://pytorch.org/docs/stable/export.html), check that the "
+        "example inputs match forward's signature, or pass a torch.fx.GraphModule of ATen ops instead."
+    ) from error
+
+
+class TorchLog:
+    """Holds back what torch's loggers write to stderr while torch.export runs; ``replay`` writes it after all.
+
+    A failed export logs tracebacks of its own (torch 2.14: ~20 lines of "failed while attempting to run meta
+    for aten.mm.default" for examples that do not fit a Linear) before raising, and trtcheck's error already
+    says what failed and why: on a failure the log goes on the ``LoweringError`` (``torch_log``, which
+    ``trtcheck ... --verbose`` prints) instead of stderr; after a success ``replay`` writes it as torch would
+    have, in order, so a warning export gave is not lost. Only handlers writing to stderr or stdout are held
+    back: a log file (``TORCH_TRACE``, the user's own) gets every record as it comes.
+    """
+
+    def __init__(self) -> None:
+        self.records: list[tuple[logging.LogRecord, list[logging.Handler]]] = []
+        self._swapped: list[tuple[logging.Logger, list[logging.Handler]]] = []
+
+    def __enter__(self) -> TorchLog:
+        streams = {id(s) for s in (sys.stderr, sys.__stderr__, sys.stdout, sys.__stdout__) if s is not None}
+        names = ["torch", *(n for n in logging.Logger.manager.loggerDict if n.startswith("torch."))]
+        for name in names:
+            logger = logging.getLogger(name)
+            # torch's own handler (``_StderrHandler``) is no StreamHandler: a handler is held by where it writes
+            held = [h for h in logger.handlers if not isinstance(h, logging.FileHandler) and id(getattr(h, "stream", None)) in streams]
+            if held:
+                self._swapped.append((logger, list(logger.handlers)))
+                logger.handlers = [h for h in logger.handlers if h not in held] + [_Held(self.records, held)]
+        return self
+
+    def __exit__(self, kind: Any, *rest: Any) -> None:
+        for logger, handlers in self._swapped:
+            logger.handlers = handlers
+        self._swapped.clear()
+        if kind is not None:  # an exception leaves: nobody will ask for the log, so it is written now
+            self.replay()
+
+    def replay(self) -> None:
+        """Write every held record to the handlers it was held from, as logging would have."""
+        records, self.records[:] = list(self.records), []
+        for record, handlers in records:
+            for handler in handlers:
+                if record.levelno >= handler.level:
+                    handler.handle(record)
+
+    def text(self) -> str:
+        """The held records, formatted as torch's handlers format them; '' when torch logged nothing."""
+        return "\n".join(handlers[0].format(record) for record, handlers in self.records)
+
+
+class _Held(logging.Handler):
+    """Keeps each record a logger would have given ``handlers``, for ``TorchLog``."""
+
+    def __init__(self, records: list[tuple[logging.LogRecord, list[logging.Handler]]], handlers: list[logging.Handler]) -> None:
+        super().__init__()
+        self.records, self.held = records, handlers
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append((record, self.held))
 
 
 def _module_of(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
@@ -216,59 +308,8 @@ def _module_of(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     _fill_in_place_values(gm)
     gm.graph.eliminate_dead_code()  # a result nothing reads is no work for an engine (in-place writes are kept)
     gm.recompile()
-    ranges = {}
-    for symbol, bounds in program.range_constraints.items():
-        # A data-dependent value (``.item()``, tensor_split's indices) may be unbounded below: None, like above.
-        ranges[str(symbol)] = (
-            int(bounds.lower) if finite(bounds.lower) else None,
-            int(bounds.upper) if finite(bounds.upper) else None,
-        )
-    gm.meta[RANGES] = ranges
+    gm.meta[RANGES] = program_ranges(program)
     return gm
-
-
-def _dim_names(gm: torch.fx.GraphModule, model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any) -> dict[str, str]:
-    """Pair each input size that export made a plain symbol with the Dim the user gave for it. Best effort:
-    ``dynamic_shapes`` mirrors the inputs (a tuple like ``args``, or a dict by parameter name); any other
-    form names nothing, and messages then show the symbol alone."""
-    import inspect
-
-    import sympy
-
-    try:
-        if isinstance(dynamic_shapes, dict):
-            bound = inspect.signature(model.forward).bind(*args, **kwargs)
-            pairs = [(value, dynamic_shapes.get(name)) for name, value in bound.arguments.items()]
-        else:
-            pairs = list(zip(args, dynamic_shapes))
-    except (TypeError, ValueError):
-        return {}
-    specs: list[Any] = []
-
-    def walk(value: Any, spec: Any) -> None:
-        if isinstance(value, torch.Tensor):
-            specs.append(spec)
-        elif isinstance(value, (tuple, list)):
-            for index, item in enumerate(value):
-                walk(item, spec[index] if isinstance(spec, (tuple, list)) and index < len(spec) else None)
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                walk(item, spec.get(key) if isinstance(spec, dict) else None)
-
-    for value, spec in pairs:
-        walk(value, spec)
-    metas = [node.meta.get("val") for node in gm.graph.nodes if node.op == "placeholder"]
-    tensors = [m for m in metas if isinstance(m, torch.Tensor)]
-    names: dict[str, str] = {}
-    for meta, spec in zip(tensors, specs):
-        dims = spec.items() if isinstance(spec, dict) else enumerate(spec) if isinstance(spec, (tuple, list)) else ()
-        for dim, dim_spec in dims:
-            name = getattr(dim_spec, "__name__", None)
-            if name and isinstance(dim, int) and dim < meta.dim():
-                size = meta.shape[dim]
-                if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
-                    names.setdefault(str(size.node.expr), name)
-    return names
 
 
 def _is_constraint_error(error: BaseException) -> bool:

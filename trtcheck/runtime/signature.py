@@ -20,22 +20,10 @@ import torch.fx
 from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_is_leaf, tree_unflatten
 
 from trtcheck.errors import InputMismatchError
-from trtcheck.lowering.symbols import dim_names, dim_range, named, symbol_ranges
+from trtcheck.lowering.inputs import same_value
+from trtcheck.lowering.sizes import Size, SizeCheck, SymbolicSize, describe_sizes, symbolic_size
+from trtcheck.lowering.symbols import dim_names, symbol_ranges
 from trtcheck.runtime.stitch import dim_order, restride, restride_in_order
-
-
-@dataclass(frozen=True)
-class _Size:
-    """A dynamic size of an input: its expression over export's symbols and its range."""
-
-    expr: sympy.Expr
-    min: int
-    max: int | None
-    label: str = ""  # the expression in the user's Dim names ("batch", "2*seq"), else the symbols'
-    alias: str = ""  # the Dim's name when it is not the symbol's own: one Dim may be two symbols (see check)
-
-    def __str__(self) -> str:
-        return f"{self.label or self.expr} in [{self.min}, {'inf' if self.max is None else self.max}]"
 
 
 @dataclass(frozen=True)
@@ -44,7 +32,7 @@ class _TensorLeaf:
     dtype: torch.dtype
     device: torch.device
     stride: tuple[int, ...] | None  # the layout the graph was traced on; None when any layout will do
-    sizes: tuple[int | _Size, ...] | None = None  # with a dynamic size: every size, static or not
+    sizes: tuple[Size, ...] | None = None  # with a dynamic size: every size, static or not
     order: tuple[int, ...] | None = None  # dynamic: the example's dims from outermost to innermost in memory
 
 
@@ -91,7 +79,7 @@ class _Binding:
         for name, parameter in self.signature.parameters.items():
             if name in given and name not in self.positional and name not in self.keywords:
                 default = parameter.default
-                if default is inspect.Parameter.empty or not _same_value(given[name], default):
+                if default is inspect.Parameter.empty or not same_value(given[name], default):
                     raise InputMismatchError(
                         f"input {name!r} is {given[name]!r}, but the module was compiled with it left at its default "
                         f"({default!r}): torch.export made that value a constant of the graph. Compile again with "
@@ -127,7 +115,13 @@ class InputSignature:
             _tensor_leaf(x, meta, ranges, self.dim_names) if isinstance(x, torch.Tensor) else _ValueLeaf(x)
             for x, meta in zip(leaves, metas)
         )
-        self.dynamic = any(isinstance(leaf, _TensorLeaf) and leaf.sizes is not None for leaf in self.leaves)
+        # Every size of every dynamic input, checked together after the loop over the inputs (``SizeCheck``): a
+        # size derived from a symbol that a later input sets (``a`` of 2*s rows before ``b`` of s) is checked too.
+        self._dynamic = tuple(i for i, leaf in enumerate(self.leaves) if isinstance(leaf, _TensorLeaf) and leaf.sizes is not None)
+        self.dynamic = bool(self._dynamic)
+        self._sizes = SizeCheck(
+            [self.leaves[i].sizes for i in self._dynamic], [self.names[i] for i in self._dynamic], ranges, self.dim_names
+        ) if self.dynamic else None
 
     @classmethod
     def of(
@@ -145,7 +139,7 @@ class InputSignature:
         for leaf in self.leaves:
             if isinstance(leaf, _TensorLeaf) and leaf.sizes is not None:
                 for size in leaf.sizes:
-                    if isinstance(size, _Size) and isinstance(size.expr, sympy.Symbol):
+                    if isinstance(size, SymbolicSize) and isinstance(size.expr, sympy.Symbol):
                         found.setdefault(size.expr, (size.min, size.max))
         return found
 
@@ -174,8 +168,7 @@ class InputSignature:
             leaves, spec = tree_flatten((args, kwargs))
             rebound = True
         restrided = False
-        symbols: dict[sympy.Symbol, tuple[int, int]] = {}  # symbol -> (value, the flat input that set it)
-        aliases: dict[str, tuple[int, int]] = {}  # Dim name -> the same
+        shapes = []  # of the dynamic inputs, in order: their sizes are checked together, after the loop
         if spec != self.spec:
             raise InputMismatchError(
                 f"the compiled module takes ({self.describe()}), but was called with {len(args)} positional and "
@@ -189,7 +182,7 @@ class InputSignature:
                 if expected.sizes is not None:
                     if value.dtype != expected.dtype or value.device != expected.device or value.dim() != len(expected.sizes):
                         raise self._mismatch(index, f"expected {_describe_leaf(expected)}, got {_describe_leaf(value)}")
-                    self._check_sizes(index, value, expected.sizes, symbols, aliases)
+                    shapes.append(value.shape)
                     if expected.order is not None and value.numel() > 1:
                         if expected.order == tuple(range(value.dim())):  # contiguous (size-1 strides are free)
                             laid_out = value.contiguous()
@@ -202,47 +195,20 @@ class InputSignature:
                     raise self._mismatch(index, f"expected {_describe_leaf(expected)}, got {_describe_leaf(value)}")
                 if expected.stride is not None and value.stride() != expected.stride and value.numel() > 1:
                     leaves[index], restrided = restride(value, expected.stride), True
-            elif not _same_value(value, expected.value):
+            elif not same_value(value, expected.value):
                 raise InputMismatchError(
                     f"input {self.names[index]!r} is {value!r}, but the module was compiled with "
                     f"{self.names[index]}={expected.value!r}: torch.export made that value a constant of the graph. "
                     f"Compile again with {self.names[index]}={value!r} (one compiled module per value), or pass it "
                     "as a 0-d tensor to make it a real input"
                 )
+        if self._sizes is not None:
+            found = self._sizes.mismatch(shapes)
+            if found is not None:
+                raise self._mismatch(self._dynamic[found[0]], found[1])
         if restrided:
             return tree_unflatten(leaves, self.spec)
         return (tuple(args), dict(kwargs)) if rebound else None
-
-    def _check_sizes(self, index: int, value: torch.Tensor, sizes: Sequence[int | _Size], symbols: dict, aliases: dict) -> None:
-        """Each size of ``value`` against the compiled one: static sizes exactly, a symbol within its range and
-        equal wherever it or its Dim recurs (in this input or an earlier one), an expression (``2*s0``) to its
-        value. ``symbols`` and ``aliases`` (by Dim name) hold the sizes earlier inputs set."""
-        derived = []
-        for dim, (size, got) in enumerate(zip(sizes, value.shape)):
-            if isinstance(size, int):
-                if got != size:
-                    raise self._mismatch(index, f"dim {dim} is {got}, but it is static: {size} in every call")
-                continue
-            if not isinstance(size.expr, sympy.Symbol):
-                derived.append((dim, size, got))
-                continue
-            if got < size.min or (size.max is not None and got > size.max):
-                raise self._mismatch(index, f"dim {dim} is {got}, outside the range of {size}")
-            seen = symbols.setdefault(size.expr, (got, index))
-            # One Dim given for several inputs is one size, also where export made it two symbols (it does for
-            # some small ranges): the user's name is checked as well as the symbol.
-            if size.alias and seen[0] == got:
-                seen = aliases.setdefault(size.alias, seen)
-            if seen[0] != got:
-                raise self._mismatch(
-                    index, f"dim {dim} is {got}, but it is {size.label or size.expr}, which {self.names[seen[1]]!r} set to {seen[0]}"
-                )
-        values = {symbol: value for symbol, (value, _) in symbols.items()}
-        for dim, size, got in derived:
-            if size.expr.free_symbols <= values.keys():
-                want = int(size.expr.xreplace(values))
-                if got != want:
-                    raise self._mismatch(index, f"dim {dim} is {got}, but it is {size.label or size.expr} = {want} for these inputs")
 
     def _mismatch(self, index: int, what: str) -> InputMismatchError:
         return InputMismatchError(
@@ -271,39 +237,13 @@ def _tensor_leaf(example: torch.Tensor, meta: Any, ranges: Mapping[str, tuple[in
         return _TensorLeaf(example.shape, example.dtype, example.device, None if order is None else tuple(example.stride()))
     if order is not None and example.is_contiguous():
         order = tuple(range(example.dim()))
-    sizes = tuple(_size(d, ranges, names) for d in meta.shape)
+    sizes = tuple(symbolic_size(d, ranges, names) for d in meta.shape)
     return _TensorLeaf(example.shape, example.dtype, example.device, None, sizes, order)
-
-
-def _size(size: int | torch.SymInt, ranges: Mapping[str, tuple[int, int | None]], names: Mapping[str, str]) -> int | _Size:
-    if isinstance(size, int):
-        return size
-    bounds = dim_range(size, ranges)
-    label = named(size.node.expr, names)
-    alias = label if isinstance(size.node.expr, sympy.Symbol) and label != str(size.node.expr) else ""
-    return _Size(size.node.expr, bounds.min, bounds.max, label, alias)
-
-
-def _same_value(value: Any, expected: Any) -> bool:
-    if type(value) is not type(expected) and not (
-        isinstance(value, (int, float))
-        and isinstance(expected, (int, float))
-        and not isinstance(value, bool)
-        and not isinstance(expected, bool)
-    ):
-        return False
-    try:
-        return bool(value == expected)
-    except Exception:  # noqa: BLE001 - an uncomparable value is not the example's
-        return False
 
 
 def _describe_leaf(leaf: Any) -> str:
     if isinstance(leaf, _TensorLeaf) and leaf.sizes is not None:
-        sizes = ", ".join(
-            str(s) if isinstance(s, int) else f"{s.label or s.expr} in {s.min}..{'inf' if s.max is None else s.max}" for s in leaf.sizes
-        )
-        return f"Tensor[{sizes}] {str(leaf.dtype).removeprefix('torch.')} on {leaf.device}"
+        return f"Tensor{describe_sizes(leaf.sizes)} {str(leaf.dtype).removeprefix('torch.')} on {leaf.device}"
     if isinstance(leaf, (_TensorLeaf, torch.Tensor)):
         return f"Tensor{list(leaf.shape)} {str(leaf.dtype).removeprefix('torch.')} on {leaf.device}"
     if isinstance(leaf, _ValueLeaf):

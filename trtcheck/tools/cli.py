@@ -14,7 +14,8 @@
 Exit codes, as ``polygraphy run``: 0 passed, 1 a check failed (``verify``: outputs differ, an invariant
 broke, eager disagrees with itself; ``report --fail-on-regression``: a regression), 2 a usage error (a
 model that does not load, bad settings, an unknown backend). Usage errors print one message naming the
-problem and the fix, never a traceback.
+problem and the fix, never a traceback: what torch logged while a failed export ran (its own tracebacks)
+is kept on the error and printed with ``--verbose`` only.
 
 Each command imports what it runs when it runs (the imports inside the functions below): the parser needs
 no torch, so ``trtcheck --help`` answers at once instead of after torch's two-second import.
@@ -255,6 +256,14 @@ def _names(value: str) -> list[str]:
     return [name.strip() for name in value.split(",") if name.strip()]
 
 
+def _common_parser() -> argparse.ArgumentParser:
+    """The options every command takes."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="on an error, also print what torch logged while the failed step ran (its own tracebacks)")
+    return parser
+
+
 def _settings_parser() -> argparse.ArgumentParser:
     """The ``Settings`` options ``partition``, ``verify`` and ``compare`` share."""
     parser = argparse.ArgumentParser(add_help=False)
@@ -278,9 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trtcheck", description=(trtcheck.__doc__ or "").splitlines()[0])
     parser.add_argument("--version", action="version", version=f"trtcheck {trtcheck.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    common = _common_parser()
     settings = _settings_parser()
 
-    part = commands.add_parser("partition", parents=[settings], help="partition a model and print its segments")
+    part = commands.add_parser("partition", parents=[settings, common], help="partition a model and print its segments")
     part.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     part.add_argument("--graphs", action="store_true", help="print every segment's graph (the seed's format)")
     part.add_argument("--explain", action="store_true", help="print where each node runs and why, after the summary")
@@ -288,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     part.set_defaults(run=_partition)
 
     ver = commands.add_parser(
-        "verify", parents=[settings], help="compile a model and check it against eager PyTorch (exit 1 on failure)"
+        "verify", parents=[settings, common], help="compile a model and check it against eager PyTorch (exit 1 on failure)"
     )
     ver.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     ver.add_argument("--backend", default="auto", help="onnxruntime, tensorrt, or auto (TensorRT when present)")
@@ -299,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     ver.set_defaults(run=_verify)
 
     red = commands.add_parser(
-        "reduce", parents=[settings],
+        "reduce", parents=[settings, common],
         help="reduce a mismatch to the smallest failing sets of nodes, one repro folder each (exit 1 when one is found)",
     )
     red.add_argument("model", metavar="MODEL", help=MODEL_HELP + ", or a repro folder a failing verify wrote")
@@ -311,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     red.set_defaults(run=_reduce)
 
     pre = commands.add_parser(
-        "precision", parents=[settings],
+        "precision", parents=[settings, common],
         help="search the nodes to keep in float32 for a model to verify in fp16/bf16 (exit 1 when no set does)",
     )
     pre.add_argument("model", metavar="MODEL", help=MODEL_HELP)
@@ -322,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     pre.set_defaults(run=_precision)
 
     cmp = commands.add_parser(
-        "compare", parents=[settings], help="partition one graph with every partitioner at hand: segments, engines, bytes, time"
+        "compare", parents=[settings, common], help="partition one graph with every partitioner at hand: segments, engines, bytes, time"
     )
     cmp.add_argument("model", metavar="MODEL", nargs="?", help=MODEL_HELP + " (or none, with --zoo/--random)")
     cmp.add_argument("--partitioners", default=None, metavar="NAMES", help=(
@@ -337,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--quiet", action="store_true", help="print the tallies only, not a line per graph")
     cmp.set_defaults(run=_compare)
 
-    rep = commands.add_parser("report", help="Markdown/HTML report and plots from pytest-benchmark JSON files")
+    rep = commands.add_parser("report", parents=[common], help="Markdown/HTML report and plots from pytest-benchmark JSON files")
     rep.add_argument("runs", nargs="+", metavar="RUN.json", help="pytest --benchmark-json files; the latest by datetime is reported")
     rep.add_argument("--out", required=True, metavar="DIR", help="directory for report.md, report.html and the plots")
     rep.add_argument("--baseline", metavar="FILE", help="compare against this run (default: the previous run among RUN.json)")
@@ -364,8 +374,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args)
     except TrtcheckError as error:
+        log = _torch_log(error)
+        if log and args.verbose:
+            print(f"trtcheck: what torch logged while it failed:\n{log}", file=sys.stderr)
         print(f"trtcheck: error: {error}", file=sys.stderr)
+        if log and not args.verbose:
+            lines = len(log.splitlines())
+            print(f"trtcheck: torch logged {lines} line(s) of its own while it failed (tracebacks of the failure above): "
+                  "rerun with --verbose to see them", file=sys.stderr)
         return 2
+
+
+def _torch_log(error: BaseException) -> str:
+    """What torch logged while the step that raised ``error`` ran (``LoweringError.torch_log``), from ``error`` or
+    any error it was raised from; '' when none kept a log."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        log = getattr(current, "torch_log", "")
+        if log:
+            return log
+        current = current.__cause__ or current.__context__
+    return ""
 
 
 if __name__ == "__main__":
