@@ -14,7 +14,8 @@ from torch import nn
 import trtcheck
 from suites.verification.planted import off_above, off_by, planted
 from trtcheck.lowering.graph import flat_inputs
-from trtcheck.verification.localize import check_nodes, localize, record_eager
+from trtcheck.verification.localize import check_nodes, localize
+from trtcheck.verification.recording import record_eager
 from trtcheck.verification.reduce import reduce_compiled
 from trtcheck_zoo import registry as zoo
 

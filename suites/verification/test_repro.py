@@ -16,10 +16,10 @@ from suites.verification.planted import off_by, planted
 from trtcheck.lowering.export import lower
 from trtcheck.names import resolve_ops
 from trtcheck.testing.random_graphs import Step, build_dynamic_graph
-from trtcheck.verification.reduce import load_repro
 from trtcheck.verification.repro import (
     dynamic_shapes_from_json,
     dynamic_shapes_to_json,
+    load_repro,
     options_from_json,
     options_to_json,
     safe_name,
