@@ -17,9 +17,11 @@ What tells a wrong op from a victim is its *local* error: the op run on eager's 
    inputs), which tells "this converter is wrong" (the engine is much further from float64 than eager) from
    "this op is ill-conditioned on these inputs" (eager is as far from float64 as the engine).
 
-A check fails as ``verify``'s does: outside the tolerances (``compare_outputs``) and, where float64 runs, more
-than ``REFERENCE_MULTIPLE`` times as far from it as eager (``judge_against_reference``). Everything runs within a
-time budget; a localization the budget cut short says so.
+A sub-engine is what compile would build of its nodes: cut by ``partitioning.extract`` (the function compile converts
+segments from) and converted and built by ``compiler.engine_build.build_graph_engine``, so localization has no
+conversion or build path of its own. A check fails as ``verify``'s does: outside the tolerances
+(``compare_outputs``) and, where float64 runs, more than ``REFERENCE_MULTIPLE`` times as far from it as eager
+(``judge_against_reference``). Everything runs within a time budget; a localization the budget cut short says so.
 """
 
 from __future__ import annotations
