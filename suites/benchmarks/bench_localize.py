@@ -8,8 +8,9 @@ right output times 1.001. Then, in one process, each timed once:
 
 * ``verify``: ``trtcheck.verify(model, inputs, backend="onnxruntime", localize_budget=0)``, which fails (the
   time to the ``VerificationError``: compile, invariants, determinism, every input set, float64 reference);
-* ``localize``: ``localization.localize`` on a module compiled the same way, on the example inputs (it records
-  eager's values, runs each engine on them, bisects with sub-engines, isolates the culprit, float64 at it);
+* ``localize``: ``localize.localize`` on a module compiled the same way, on the example inputs (it records
+  eager's values, runs each engine on them, bisects with sub-engines cut and built as compile cuts and builds
+  segments, isolates the culprit, float64 at it);
 * ``reduce``: ``reduce.reduce_compiled`` on the same, until every independent culprit is found (one here).
 
 It prints each time, the ratios localize/verify (target: at most 3) and reduce/verify (target: at most 10), and

@@ -36,7 +36,8 @@ def _built(slope: float = 0.1) -> Net:
 def eager_calls(monkeypatch) -> list[bool]:
     """Every eager run verify makes (its grad mode), in verify itself and in its determinism checks."""
     calls: list[bool] = []
-    for module in ("trtcheck.verification.verify", "trtcheck.verification.determinism"):
+    # every module that runs eager for verify: its comparisons, its determinism check, its autograd-on run
+    for module in ("trtcheck.verification.comparisons", "trtcheck.verification.determinism", "trtcheck.verification.modes"):
         namespace = importlib.import_module(module)
         run_eager = namespace.run_eager
 

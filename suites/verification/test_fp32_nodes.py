@@ -14,8 +14,8 @@ from trtcheck import conversion as converters
 from trtcheck.errors import SettingsError
 from trtcheck.tools.cli import main
 from trtcheck.verification.fp32_search import search_fp32_nodes
-from trtcheck.verification.localize import record_eager
 from trtcheck.verification.ranges import range_findings
+from trtcheck.verification.recording import record_eager
 
 FP16 = trtcheck.Settings(min_block_size=1, precision="fp16")
 

@@ -68,8 +68,9 @@ class Lookup(nn.Module):
 
 
 def test_verify_compares_on_drawn_indices_that_stay_valid(monkeypatch):
-    verifying = importlib.import_module("trtcheck.verification.verify")  # the module: the package exports verify()
-    checking = importlib.import_module("trtcheck.verification.determinism")
+    verifying = importlib.import_module("trtcheck.verification.comparisons")  # eager on every compared input set
+    checking = importlib.import_module("trtcheck.verification.determinism")  # eager on the examples: twice, then
+    modes = importlib.import_module("trtcheck.verification.modes")  # once with autograd on
 
     seen, checks = [], []
     run_eager = verifying.run_eager
@@ -83,6 +84,7 @@ def test_verify_compares_on_drawn_indices_that_stay_valid(monkeypatch):
 
     monkeypatch.setattr(verifying, "run_eager", recording(seen))
     monkeypatch.setattr(checking, "run_eager", recording(checks))
+    monkeypatch.setattr(modes, "run_eager", recording(checks))
     ids = torch.tensor([[0, 5, 2], [3, 1, 4]])
     report = trtcheck.verify(Lookup(), (ids, torch.randn(2, 3, 4)), ONE, backend="onnxruntime", num_inputs=4)
     # Eager on the example: twice for its determinism, once with autograd on for the grad-mode check; its no_grad

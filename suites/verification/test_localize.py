@@ -14,7 +14,10 @@ from torch import nn
 import trtcheck
 from suites.verification.planted import off_above, off_by, planted
 from trtcheck.lowering.graph import flat_inputs
-from trtcheck.verification.localize import check_nodes, localize, record_eager
+from trtcheck.partitioning.extract import segment_module
+from trtcheck.partitioning.reasons import Target
+from trtcheck.verification.localize import check_nodes, localize, subgraph_module
+from trtcheck.verification.recording import record_eager
 from trtcheck.verification.reduce import reduce_compiled
 from trtcheck_zoo import registry as zoo
 
@@ -172,3 +175,20 @@ def test_each_engine_has_its_local_and_accumulated_error_and_the_first_wrong_one
         found = localize(compiled, list(inputs), ORT)
     assert found.segments[0].local_passed and found.segments[0].accumulated_passed and found.culprit_segment == 2
     assert found.culprit.node == "add" and found.culprit.segment == 2, str(found)
+
+
+def test_a_sub_engine_of_a_segments_nodes_is_cut_as_compile_cuts_the_segment():
+    """Localization's sub-engines are cut by ``partitioning.extract``, the function compile converts segments from:
+    the nodes of a segment, with its outputs, give the very module compile converted (same inputs, same code)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 5)).eval()
+    inputs = (torch.randn(2, 3, 8, 8),)
+    partition = trtcheck.partition(model, inputs, trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten.relu.default"]))
+    gm = partition.graph_module
+    values = record_eager(gm, flat_inputs(gm, inputs, {}))
+    segments = [s for s in partition.segments if s.target is Target.TENSORRT]
+    assert len(segments) == 2  # the convolution, then the linear layer after the relu left in PyTorch
+    for segment in segments:
+        cut, fed = subgraph_module(gm, segment.nodes, values, segment.outputs)
+        assert fed == segment.inputs
+        assert cut.code == segment_module(gm, segment).code

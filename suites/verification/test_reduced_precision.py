@@ -113,3 +113,32 @@ def test_the_references_run_a_model_deepcopy_refuses_and_ops_without_a_low_preci
     torch.testing.assert_close(exact.float(), expected, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(low.float(), expected, rtol=2e-2, atol=2e-2)
     assert all(torch.equal(v, before[k]) and v.dtype == torch.float32 for k, v in model.state_dict().items())
+
+
+class NoFloat64(torch.nn.Module):
+    """Refuses float64 inputs: no float64 reference can be made of it."""
+
+    def forward(self, x):
+        if x.dtype == torch.float64:
+            raise TypeError("no float64 kernel here")
+        return x * 3
+
+
+def test_the_one_judge_says_why_it_could_not_judge_and_leaves_the_verdict_to_the_tolerances():
+    """``precision.judge_at_precision`` is what verify (every input set, every varied scalar) and the timed benchmarks
+    call: with a reference it judges in place; without one it changes nothing and returns the reason for the note."""
+    from trtcheck.verification.precision import judge_at_precision
+
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(1))
+    model = mlp()
+    expected = model(x)
+    actual = expected.half().float()  # rounded as an fp16 engine rounds
+    comparison = compare_outputs(expected, actual)
+    assert not comparison.passed  # fp32's tolerances
+    assert judge_at_precision(comparison, model, (x,), {}, actual, "fp16") == ""
+    assert comparison.passed and comparison.outputs[0].eager_precision == "fp16"
+
+    wide = compare_outputs(NoFloat64()(x), actual)
+    why = judge_at_precision(wide, NoFloat64(), (x,), {}, actual, "fp16")
+    assert "float64" in why and "no float64 kernel here" in why
+    assert not wide.passed and wide.outputs[0].eager_precision == ""

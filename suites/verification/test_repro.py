@@ -16,10 +16,10 @@ from suites.verification.planted import off_by, planted
 from trtcheck.lowering.export import lower
 from trtcheck.names import resolve_ops
 from trtcheck.testing.random_graphs import Step, build_dynamic_graph
-from trtcheck.verification.reduce import load_repro
 from trtcheck.verification.repro import (
     dynamic_shapes_from_json,
     dynamic_shapes_to_json,
+    load_repro,
     options_from_json,
     options_to_json,
     safe_name,
@@ -276,8 +276,21 @@ def test_load_repro_gives_back_the_input_sets_dims_and_tolerances_verify_recorde
     assert len(loaded.input_sets) == 1 and torch.equal(loaded.input_sets[0][0], drawn[0][0])
     assert loaded.dynamic_shapes[0][0].__name__ == "batch" and loaded.dynamic_shapes[1] is None
     assert (loaded.rtol, loaded.atol) == (1e-3, 2e-4)
+    assert loaded.options["rtol"] == 1e-3 and loaded.not_recorded == [] and loaded.failure == "boom\n"
     bare = load_repro(write_repro(tmp_path, gm, inputs, settings, "onnxruntime", "boom", name="bare"))
     assert bare.input_sets is None and bare.dynamic_shapes is None and bare.rtol is None
+    with pytest.raises(trtcheck.TrtcheckError, match="not a trtcheck repro folder: it has no model.pt"):
+        load_repro(tmp_path / "elsewhere")
+
+
+def test_the_localization_is_a_file_of_the_folder_and_goes_with_the_failure_it_explains(tmp_path, case):
+    """``write_repro`` writes every file of the folder, the localization too; a folder written again for a failure
+    that was not localized loses the old one, which explained another failure."""
+    gm, inputs, settings = case
+    folder = write_repro(tmp_path, gm, inputs, settings, "onnxruntime", "boom", localization="culprit: relu")
+    assert (folder / "localization.txt").read_text() == "culprit: relu\n"
+    write_repro(tmp_path, gm, inputs, settings, "onnxruntime", "again")
+    assert not (folder / "localization.txt").exists()
 
 
 class Bilinear(torch.nn.Module):

@@ -233,12 +233,20 @@ def convert_segments(partition: Partition, clock: Clock) -> tuple[OnnxModels, di
         if segment.target is Target.TENSORRT:
             try:
                 accepted = {node.name: partition.reasons[node].converter for node in segment.nodes if node in partition.reasons}
-                with held_weights() as weights:
-                    model = clock.run("conversion", segment_to_onnx, segment_module(partition.graph_module, segment), accepted=accepted)
-                onnx_models[index] = SegmentOnnx(model, weights)
+                onnx_models[index] = clock.run("conversion", convert_module, segment_module(partition.graph_module, segment), accepted)
             except Exception as error:  # noqa: BLE001 - any failure of one segment is contained and reported
                 errors[index] = error
     return onnx_models, errors
+
+
+def convert_module(module: torch.fx.GraphModule, accepted: Mapping[str, Any] | None = None) -> SegmentOnnx:
+    """One standalone graph (``partitioning.extract``'s cut of a segment, or of any set of nodes) to ONNX, its weights
+    held by reference: how every segment is converted, and localization's and reduction's sub-engines too, so that
+    what they find about a converter is what compile does with it. ``accepted``: the converter partitioning accepted
+    for each node, by node name (``segment_to_onnx``). Raises what conversion raises."""
+    with held_weights() as weights:
+        model = segment_to_onnx(module, accepted=accepted)
+    return SegmentOnnx(model, weights)
 
 
 def convert_branches(partition: Partition, clock: Any) -> dict[str, BranchConversion]:

@@ -9,7 +9,7 @@ engines the same way, innermost first, and are stitched before the graph that ca
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -18,11 +18,12 @@ import torch
 import torch.fx
 
 from trtcheck.compiler.clock import Clock
-from trtcheck.compiler.convert import BranchConversion, OnnxModels
+from trtcheck.compiler.convert import BranchConversion, OnnxModels, convert_module
 from trtcheck.engines import Engine, TensorSpec, build_engine
 from trtcheck.errors import CompilationError
 from trtcheck.partitioning.partition import Fallback, Partition
 from trtcheck.runtime.stitch import stitch
+from trtcheck.settings import Settings
 from trtcheck.shapes import ShapeAnalysis
 
 if TYPE_CHECKING:
@@ -92,6 +93,23 @@ def build_engines(
     built = partition.with_fallbacks(fallbacks, subpartitions=subpartitions)
     renumbered = partition.surviving_indices(built)
     return Built(built, {renumbered[i]: engine for i, engine in engines.items()})
+
+
+def build_graph_engine(
+    module: torch.fx.GraphModule,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    backend: str,
+    *,
+    settings: Settings | None = None,
+) -> Engine:
+    """The engine of one standalone graph (``partitioning.extract``'s cut), converted (``convert_module``) and built
+    (``engines.build_engine``) as compile converts and builds a segment's: localization's and reduction's
+    sub-engines, so that what they find about a converter or an engine is what compile would do with it. Nothing is
+    contained: the caller reports a failure. ``inputs`` name the graph's placeholders; ``outputs`` are ``output_0``,
+    ``output_1``, ... (``segment_to_onnx``'s names); ``settings`` None builds in float32 with the defaults."""
+    converted = convert_module(module)
+    return build_engine(converted.model, inputs, outputs, backend, weights=converted.weights, settings=settings)
 
 
 def _model_and_weights(onnx_models: OnnxModels | Mapping[int, bytes], index: int) -> tuple[onnx.ModelProto, Any]:

@@ -250,3 +250,22 @@ def _without_autograd(op: Any) -> WithoutAutograd:
 def stitched_branches(stitched: torch.fx.GraphModule) -> list[tuple[str, torch.fx.GraphModule]]:
     """The stitched branch modules ``stitch`` put into ``stitched`` (its own, not nested ones), by name."""
     return [(name, child) for name, child in stitched.named_children() if isinstance(child, torch.fx.GraphModule)]
+
+
+def unrestrided_engine_outputs(stitched: torch.fx.GraphModule) -> list[tuple[torch.fx.Node, tuple[int, ...] | DimOrder, list[str]]]:
+    """The engine outputs of ``stitched`` (its own graph; its branches are ``stitched_branches``) that users read as the
+    engine returns them, contiguous, though export recorded another layout for them (``recorded_stride``): each
+    ``getitem`` of an engine call with that layout and the names of the users that do not ``restride`` it. ``stitch``
+    leaves none; verification checks the stitched graph through this, knowing nothing of how stitching marks them."""
+    engines = {
+        node for node in stitched.graph.nodes
+        if node.op == "call_module" and isinstance(stitched.get_submodule(node.target), EngineModule)
+    }
+    found = []
+    for node in stitched.graph.nodes:
+        if node.op == "call_function" and node.target is operator.getitem and node.args[0] in engines:
+            stride = recorded_stride(node)
+            bare = [user.name for user in node.users if not (user.op == "call_function" and user.target in RESTRIDES)]
+            if stride is not None and bare:
+                found.append((node, stride, bare))
+    return found

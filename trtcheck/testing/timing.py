@@ -29,9 +29,9 @@ from trtcheck.errors import PartitionError
 from trtcheck.runtime.module import CompiledModule
 from trtcheck.runtime.profiling import profile as profile_call
 from trtcheck.settings import Settings
-from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_reduced_precision
+from trtcheck.verification.equivalence import Comparison, compare_outputs
 from trtcheck.verification.inputs import cloned
-from trtcheck.verification.reference import float64_outputs, reduced_precision_outputs
+from trtcheck.verification.precision import judge_at_precision
 
 __all__ = ["ROUNDS", "WARMUP", "Compiled", "assert_timed_result_holds", "benchmark_variant", "compile_once", "equivalence_info",
            "synchronized"]
@@ -73,7 +73,8 @@ def compile_once(
 
     ``build`` makes ``(model, example_inputs)``; ``tolerances(model, inputs)`` the ``compare_outputs``
     tolerances (default: per dtype); ``compile_options`` go to ``trtcheck.compile`` (``lowered=``, ...). Below fp32
-    (``settings.precision``) outputs are judged against eager at that precision (``judge_reduced_precision``).
+    (``settings.precision``) outputs are judged against eager at that precision (``precision.judge_at_precision``,
+    verify's own judge).
     """
     if key not in _last:
         _last.clear()
@@ -91,10 +92,7 @@ def compile_once(
             comparison = compare_outputs(model(*cloned(inputs)), actual, **options)
             precision = getattr(settings, "precision", "fp32")
             if precision != "fp32":  # fp16/bf16 engines: judged by eager's own error at that precision, as verify does
-                exact, _ = float64_outputs(model, inputs, {})
-                low, _ = reduced_precision_outputs(model, inputs, {}, precision) if exact is not None else (None, "")
-                if low is not None:
-                    judge_reduced_precision(comparison, low, actual, exact, precision)
+                judge_at_precision(comparison, model, inputs, {}, actual, precision)  # no reference: the tolerances decide
         _last[key] = Compiled(model, inputs, stitched, comparison, getattr(settings, "precision", "fp32"))
     return _last[key]
 

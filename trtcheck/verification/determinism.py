@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.utils._pytree import tree_map
 
 from trtcheck.compiler.convert import Converted, convert
 from trtcheck.errors import NondeterministicModelError
@@ -123,48 +122,6 @@ def check_compiled_is_deterministic(stitched: Any, model: torch.nn.Module, examp
         "numbers. Fix: draw the random values outside the model and pass them in as inputs (or remove the random "
         "ops: model.eval() for dropout)"
     )
-
-
-def grad_mode_violations(
-    model: torch.nn.Module, example_inputs: Sequence[Any], kwargs: dict, state: Mapping[str, torch.Tensor],
-    rtol: float | None = None, atol: float | None = None, inference: Any = None, cache: EagerCache | None = None,
-) -> list[Violation]:
-    """Eager under ``torch.no_grad()`` against eager with autograd on, on the examples from the same state,
-    within the check's tolerances (``rtol``/``atol``).
-
-    Some modules take another code path in inference (``nn.TransformerEncoder``'s fast path under no_grad
-    turns padded positions to zeros); torch.export traces the other one, so the compiled module computes what
-    eager computes with autograd on. A difference is a violation naming it and the fix, not an unexplained
-    "outputs differ"; the comparisons then use eager with autograd on, which is what was compiled.
-    ``inference``: eager's no_grad outputs on the examples from ``state`` where already computed
-    (``check_eager_is_deterministic``'s). ``cache``: eager's autograd-on outputs there, reused and kept.
-    """
-    if inference is None:
-        inference = run_eager(model, tuple(example_inputs), kwargs, 0, generated=False, grad=False)
-        restore_state(model, state)
-    known, training = cache.get(tuple(example_inputs), kwargs, grad=True) if cache is not None else (False, None)
-    if not known:
-        training = detached(run_eager(model, tuple(example_inputs), kwargs, 0, generated=False, grad=True))
-        restore_state(model, state)
-        if cache is not None:
-            cache.put(tuple(example_inputs), kwargs, True, training, model)
-    comparison = compare_outputs(inference, detached(training), rtol=rtol, atol=atol)  # other kernels: rounding differs
-    if comparison.passed:
-        return []
-    worst = max((output.max_abs for output in comparison.outputs), default=float("nan"))
-    return [Violation(
-        "grad_mode",
-        f"eager {type(model).__name__} computes other outputs under torch.no_grad() than with autograd on (max abs "
-        f"difference {worst:.3g}): it takes another code path in inference, which torch.export does not trace. The "
-        "compiled module computes what eager does with autograd on (the comparisons below use that); under no_grad "
-        "it differs from eager by as much. Fix: turn the inference path off (nn.MultiheadAttention and "
-        "nn.TransformerEncoder: torch.backends.mha.set_fastpath_enabled(False)), or call eager with autograd on",
-    )]
-
-
-def detached(value: Any) -> Any:
-    """``value`` with every Tensor detached from autograd (eager run with grad on returns tensors that require it)."""
-    return tree_map(lambda x: x.detach() if isinstance(x, torch.Tensor) else x, value)
 
 
 def _is_random(node: torch.fx.Node) -> bool:

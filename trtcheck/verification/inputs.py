@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.utils._pytree import tree_flatten, tree_unflatten
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from trtcheck.errors import InputDomainError
 from trtcheck.values import cloned
@@ -81,14 +81,23 @@ def _drawn(value: Any, generator: torch.Generator | None, shape_of: Callable[[in
 InputSet = Sequence[Any]
 
 
+def check_input_sets(given: Any) -> None:
+    """Raise ``InputDomainError`` unless ``given`` is what ``verify(inputs=)`` takes: a list of input sets, each a
+    tuple (or list) of the model's positional inputs. A bare tensor, or one set not wrapped in a list, is the usual
+    slip; ``VerifyRequest`` calls this before anything runs, and ``draw_input_sets`` for the other callers."""
+    if isinstance(given, (str, bytes, torch.Tensor)) or not isinstance(given, Sequence) or not all(
+        isinstance(s, (tuple, list)) for s in given
+    ):
+        raise InputDomainError(
+            "inputs must be a list of input sets, each a tuple of the model's positional inputs, like "
+            "example_inputs: write inputs=[(x1,), (x2,)]"
+        )
+
+
 def draw_input_sets(example: Sequence[Any], given: Sequence[InputSet] | None, count: int, seed: int) -> list[tuple]:
     """The example, the example again (a second call), then the given sets or ``count - 1`` random ones."""
     if given is not None:
-        if isinstance(given, (str, bytes)) or not all(isinstance(s, (tuple, list)) for s in given):
-            raise InputDomainError(
-                "inputs must be a list of input sets, each a tuple of the model's positional inputs, like "
-                "example_inputs: write inputs=[(x1,), (x2,)]"
-            )
+        check_input_sets(given)
         extra = [tuple(s) for s in given]
     else:
         generator = torch.Generator().manual_seed(seed)
@@ -166,3 +175,8 @@ def run_eager(model: torch.nn.Module, input_set: tuple, kwargs: dict, index: int
             "constrained; pass valid input sets with verify(..., inputs=[(x1, ...), (x2, ...)]) (the "
             "trtcheck_verify fixture takes the same keyword)"
         ) from error
+
+
+def detached(value: Any) -> Any:
+    """``value`` with every Tensor detached from autograd (eager run with grad on returns tensors that require it)."""
+    return tree_map(lambda x: x.detach() if isinstance(x, torch.Tensor) else x, value)

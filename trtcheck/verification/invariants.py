@@ -17,6 +17,11 @@ Rules (``Violation.rule``):
 - ``subpartition``: every branch of every control-flow node has a sub-partition, and every sub-partition is
   a branch of one. Every rule above holds in every sub-partition too: its violations name the branch
   (``branch true_graph_0``, nested ones ``true_graph_0/false_graph_0``).
+- ``segment_count`` (``segment_count_violations``, which ``verify`` checks besides ``check_invariants``): for the
+  partition's own targets, dependency-aware segmentation makes no more segments than naive. It runs both segmenters
+  on those targets: no phase records what naive would have made.
+- ``fallback`` (``fallback_violations``): no TensorRT segment fell back to PyTorch (lost coverage; ``verify`` accepts
+  it with ``allow_fallbacks``).
 - ``validator_error``: no node's reason is ``VALIDATOR_ERROR`` from a *built-in* converter (one
   registered by ``trtcheck.conversion.ops`` itself, ``Converter.builtin``). Partitioning survives such a
   crash (the node runs in Torch), but it is a trtcheck bug that would otherwise silently look like "no
@@ -38,8 +43,9 @@ from trtcheck.names import ModuleMatcher, resolve_modules, resolve_ops
 from trtcheck.partitioning.control_flow import branch_modules
 from trtcheck.partitioning.decisions import Support, judge_with
 from trtcheck.partitioning.nodes import is_compute, is_control_flow, is_getitem, node_is_tensor
-from trtcheck.partitioning.partition import Partition, mergeable
+from trtcheck.partitioning.partition import Partition, merge_adjacent, mergeable
 from trtcheck.partitioning.reasons import ReasonKind, Target
+from trtcheck.partitioning.segmentation import dependency_aware, naive
 
 
 @dataclass(frozen=True)
@@ -246,3 +252,22 @@ def _branches(partition: Partition, support: Support, forced_modules: ModuleMatc
         inside = _check(sub, support, branch_modules(forced_modules, owners[name]))
         found += [violation.inside(name) for violation in inside]
     return found
+
+
+def segment_count_violations(partition: Partition) -> list[Violation]:
+    """Dependency-aware segmentation must never make more segments than naive for the same targets (the
+    partition's own: each node's segment's target)."""
+    targets = {node: segment.target for segment in partition.segments for node in segment.nodes}
+    nodes = [node for node in partition.compute_nodes if node in targets]
+    if len(nodes) != len(targets):  # a segment holds a non-compute node: "placement" already says so
+        return []
+    aware, greedy = len(merge_adjacent(dependency_aware(nodes, targets))), len(merge_adjacent(naive(nodes, targets)))
+    if aware > greedy:
+        return [Violation("segment_count", f"dependency-aware made {aware} segments, naive {greedy}, for the same targets")]
+    return []
+
+
+def fallback_violations(partition: Partition) -> list[Violation]:
+    """A ``fallback`` violation per TensorRT segment that fell back to PyTorch (``Partition.fallbacks``): lost
+    coverage, which ``verify`` fails on unless ``allow_fallbacks``."""
+    return [Violation("fallback", f"{line} (pass allow_fallbacks=True to accept it)") for line in partition.fallbacks]

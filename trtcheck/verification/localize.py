@@ -17,15 +17,16 @@ What tells a wrong op from a victim is its *local* error: the op run on eager's 
    inputs), which tells "this converter is wrong" (the engine is much further from float64 than eager) from
    "this op is ill-conditioned on these inputs" (eager is as far from float64 as the engine).
 
-A check fails as ``verify``'s does: outside the tolerances (``compare_outputs``) and, where float64 runs, more
-than ``REFERENCE_MULTIPLE`` times as far from it as eager (``judge_against_reference``). Everything runs within a
-time budget; a localization the budget cut short says so.
+A sub-engine is what compile would build of its nodes: cut by ``partitioning.extract`` (the function compile converts
+segments from) and converted and built by ``compiler.engine_build.build_graph_engine``, so localization has no
+conversion or build path of its own. A check fails as ``verify``'s does: outside the tolerances
+(``compare_outputs``) and, where float64 runs, more than ``REFERENCE_MULTIPLE`` times as far from it as eager
+(``judge_against_reference``). Everything runs within a time budget; a localization the budget cut short says so.
 """
 
 from __future__ import annotations
 
 import math
-import operator
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,13 +35,15 @@ from typing import Any
 import torch
 import torch.fx
 
+from trtcheck.compiler.engine_build import build_graph_engine
 from trtcheck.conversion import get as converter_of
-from trtcheck.conversion import segment_to_onnx
-from trtcheck.conversion.interpreter import held_weights
-from trtcheck.engines import Engine, TensorSpec, build_engine
-from trtcheck.partitioning.extract import segment_module
+from trtcheck.engines import Engine, TensorSpec
+from trtcheck.lowering.graph import flat_inputs as flattened
+from trtcheck.partitioning.extract import nodes_module, segment_module
+from trtcheck.partitioning.nodes import is_getitem
 from trtcheck.partitioning.partition import Partition, Segment
 from trtcheck.partitioning.reasons import Target
+from trtcheck.values import cloned
 from trtcheck.verification.equivalence import (
     REFERENCE_MULTIPLE,
     Comparison,
@@ -49,10 +52,9 @@ from trtcheck.verification.equivalence import (
     default_tolerances,
     judge_against_reference,
 )
+from trtcheck.verification.recording import Values, record_eager, run_nodes
 from trtcheck.verification.reference import float64_outputs
 from trtcheck.verification.state import restore_state, snapshot_state
-
-Values = dict[torch.fx.Node, Any]
 
 
 class Budget:
@@ -74,49 +76,7 @@ class Budget:
         return time.perf_counter() - self.start
 
 
-# ---------------------------------------------------------------------------------------------- recording
-
-
-def run_nodes(gm: torch.fx.GraphModule, nodes: Iterable[torch.fx.Node], env: Values) -> Values:
-    """Run ``nodes`` of ``gm`` in PyTorch, in order, reading and writing ``env`` (node -> value); ``env`` returned.
-
-    A ``get_attr`` reads the graph's attribute; a placeholder must already be in ``env``. Like
-    ``torch.fx.Interpreter``, but on any subset, so eager's and the compiled module's values share one code path.
-    """
-    lookup = env.__getitem__
-    for node in nodes:
-        if node.op == "get_attr":
-            value: Any = gm
-            for part in str(node.target).split("."):
-                value = getattr(value, part)
-            env[node] = value
-        elif node.op == "call_function":
-            args = torch.fx.node.map_arg(node.args, lookup)
-            kwargs = torch.fx.node.map_arg(node.kwargs, lookup)
-            env[node] = node.target(*args, **kwargs)
-    return env
-
-
-def record_eager(gm: torch.fx.GraphModule, flat_inputs: Sequence[Any]) -> Values:
-    """Eager's value of every node of the lowered graph ``gm`` on ``flat_inputs`` (its placeholders' values).
-
-    The graph's mutable state (buffers it writes) is restored afterwards: recording must not change the
-    compiled module it localizes."""
-    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
-    env: Values = dict(zip(placeholders, flat_inputs))
-    state = snapshot_state(gm)
-    try:
-        with torch.no_grad():
-            return run_nodes(gm, gm.graph.nodes, env)
-    finally:
-        restore_state(gm, state)
-
-
 # ------------------------------------------------------------------------------------------- sub-engines
-
-
-def is_getitem(node: torch.fx.Node) -> bool:
-    return node.op == "call_function" and node.target is operator.getitem
 
 
 def normalised(nodes: Iterable[torch.fx.Node]) -> list[torch.fx.Node]:
@@ -135,33 +95,12 @@ def normalised(nodes: Iterable[torch.fx.Node]) -> list[torch.fx.Node]:
 def subgraph_module(
     gm: torch.fx.GraphModule, nodes: Sequence[torch.fx.Node], values: Values, outputs: Sequence[torch.fx.Node] | None = None
 ) -> tuple[torch.fx.GraphModule, list[torch.fx.Node]]:
-    """``nodes`` of ``gm`` cut out as a standalone ``GraphModule`` and the original nodes its placeholders stand for.
-
-    Every value the nodes read from outside the set becomes a placeholder (named and typed as the original); the
-    constants they read are copied as ``get_attr``; the outputs are ``outputs`` (default: every node of the set
-    whose recorded value in ``values`` is a Tensor). As ``partitioning.extract.segment_module`` cuts a segment,
-    but for any set of nodes, contiguous or not: the values at the cut are fed, not computed."""
-    inside = set(nodes)
-    graph = torch.fx.Graph()
-    env: dict[torch.fx.Node, torch.fx.Node] = {}
-    inputs: list[torch.fx.Node] = []
-    constants: list[torch.fx.Node] = []
-    for node in nodes:
-        for value in node.all_input_nodes:
-            if value not in inside and value not in inputs and value not in constants:
-                (constants if value.op == "get_attr" else inputs).append(value)
-    for value in inputs:
-        placeholder = graph.placeholder(value.name)
-        placeholder.meta = dict(value.meta)
-        env[value] = placeholder
-    for constant in constants:
-        env[constant] = graph.node_copy(constant)
-    for node in nodes:
-        env[node] = graph.node_copy(node, env.__getitem__)
+    """``nodes`` of ``gm`` cut out as a standalone ``GraphModule`` (``partitioning.extract.nodes_module``: as compile
+    cuts a segment) and the original nodes its placeholders stand for; the outputs are ``outputs`` (default: every
+    node of the set whose recorded value in ``values`` is a floating Tensor)."""
     if outputs is None:
-        outputs = [node for node in nodes if _floating(values.get(node))]
-    graph.output(tuple(env[node] for node in outputs))
-    return torch.fx.GraphModule(gm, graph), inputs
+        outputs = [node for node in nodes if floating(values.get(node))]
+    return nodes_module(gm, nodes, outputs)
 
 
 @dataclass
@@ -195,13 +134,12 @@ class NodeCheck:
 
 
 def engine_of(module: torch.fx.GraphModule, values: Sequence[Any], expected: Sequence[Any], backend: str) -> Engine:
-    """``module`` (a standalone graph) converted to ONNX and built into an engine for these static values."""
+    """``module`` (a standalone graph) converted and built into an engine for these static values, in float32, by
+    the compiler's own path (``compiler.engine_build.build_graph_engine``)."""
     placeholders = [node for node in module.graph.nodes if node.op == "placeholder"]
-    with held_weights() as weights:
-        model = segment_to_onnx(module)
-    inputs = [TensorSpec(node.name, tuple(value.shape), value.dtype) for node, value in zip(placeholders, values)]
-    outputs = [TensorSpec(f"output_{i}", tuple(value.shape), value.dtype) for i, value in enumerate(expected)]
-    return build_engine(model, inputs, outputs, backend, weights=dict(weights))
+    inputs = [TensorSpec.like(node.name, value) for node, value in zip(placeholders, values)]
+    outputs = [TensorSpec.like(f"output_{i}", value) for i, value in enumerate(expected)]
+    return build_graph_engine(module, inputs, outputs, backend)
 
 
 def judge(
@@ -301,7 +239,7 @@ def check_nodes(
     check = NodeCheck(chosen, [])
     if not chosen:
         return check
-    outputs = list(outputs) if outputs is not None else [n for n in chosen if _floating(values.get(n))]
+    outputs = list(outputs) if outputs is not None else [n for n in chosen if floating(values.get(n))]
     module, inputs = subgraph_module(gm, chosen, values, outputs)
     check.inputs = inputs
     check.outputs = outputs
@@ -321,7 +259,7 @@ def check_nodes(
     return check
 
 
-def _floating(value: Any) -> bool:
+def floating(value: Any) -> bool:
     """Compared outputs are floating-point: an integer output (a max-pool's indices) may differ where ties are
     broken differently, and a wrong integer shows in the floating values computed from it anyway."""
     return isinstance(value, torch.Tensor) and value.is_floating_point()
@@ -360,8 +298,9 @@ class ValueRange:
 
 
 @dataclass
-class SegmentError:
-    """One TensorRT segment's error: its engine on eager's inputs (local) and on the compiled module's (accumulated)."""
+class SegmentCheck:
+    """One TensorRT segment's engine checked on recorded values, as ``NodeCheck`` checks a set of nodes: its error on
+    eager's values at its inputs (local) and on the compiled module's (accumulated), and the verdicts."""
 
     index: int
     nodes: int
@@ -435,7 +374,7 @@ class Culprit:
 class Localization:
     """Where a mismatch comes from: each TensorRT segment's local and accumulated error, and the culprit op."""
 
-    segments: list[SegmentError] = field(default_factory=list)
+    segments: list[SegmentCheck] = field(default_factory=list)
     culprit_segment: int | None = None
     culprit: Culprit | None = None
     notes: list[str] = field(default_factory=list)
@@ -484,7 +423,7 @@ def localize(
             if segment.target is not Target.TENSORRT or index not in engines:
                 run_nodes(gm, [*segment.constants, *segment.nodes], upstream)
                 continue
-            error = _segment_error(gm, index, segment, engines[index], eager, upstream, rtol, atol)
+            error = _segment_check(gm, index, segment, engines[index], eager, upstream, rtol, atol)
             found.segments.append(error)
             if not error.local_passed and found.culprit_segment is None:
                 found.culprit_segment = index
@@ -513,6 +452,20 @@ def localize(
     return found
 
 
+def localized(
+    compiled: Any, input_set: Sequence[Any], kwargs: Mapping[str, Any], backend: str, rtol: float | None,
+    atol: float | None, budget: float,
+) -> Localization:
+    """``localize`` on one of ``verify``'s input sets (the model's inputs, flattened here as the lowered graph takes
+    them; the given values are not changed), or a ``Localization`` holding only why it could not be: localizing
+    explains a failure, and must never replace it."""
+    try:
+        flat = flattened(compiled.partition.graph_module, cloned(tuple(input_set)), cloned(dict(kwargs)))
+        return localize(compiled, flat, backend, rtol, atol, budget)
+    except Exception as error:  # noqa: BLE001 - localizing explains a failure; it must never replace it
+        return Localization(notes=[f"the mismatch could not be localized: {type(error).__name__}: {error}"])
+
+
 def _fill(gm: torch.fx.GraphModule, needed: Iterable[torch.fx.Node], env: Values) -> None:
     """Compute, in PyTorch, any value ``needed`` that no segment produced (a getitem at a boundary, a constant)."""
     for node in needed:
@@ -521,10 +474,10 @@ def _fill(gm: torch.fx.GraphModule, needed: Iterable[torch.fx.Node], env: Values
             run_nodes(gm, [node], env)
 
 
-def _segment_error(
+def _segment_check(
     gm: torch.fx.GraphModule, index: int, segment: Segment, engine: Engine, eager: Values, upstream: Values,
     rtol: float | None, atol: float | None,
-) -> SegmentError:
+) -> SegmentCheck:
     expected = [eager[node] for node in segment.outputs]
     fed = [_dense(eager[node]) for node in segment.inputs]
     with torch.no_grad():
@@ -536,7 +489,7 @@ def _segment_error(
     if not passed:
         passed = judge(expected, local, float64_of(segment_module(gm, segment), fed), rtol, atol).passed
     accumulated_check = compare_outputs(expected, accumulated, rtol=rtol, atol=atol)
-    return SegmentError(
+    return SegmentCheck(
         index, len(segment.nodes), segment.nodes[0].name, segment.nodes[-1].name,
         _largest(local_check), _largest(accumulated_check), passed, accumulated_check.passed, local_check.passed,
     )

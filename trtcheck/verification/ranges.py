@@ -3,7 +3,7 @@
 A reduced-precision engine fails for a reason a user can act on only when it names the node: LayerNorm's variance
 overflowing in fp16 (NVIDIA/TensorRT #2564, #3101), a softmax whose mask constant becomes ``-inf`` and then NaN
 (transformers #17306), an ``exp`` or ``pow`` of large values, a long sum. ``range_findings`` reads eager's own
-activations (``localize.record_eager``: every node's float32 value on one input set) and names every node whose
+activations (``recording.record_eager``: every node's float32 value on one input set) and names every node whose
 values are above the format's largest finite value, or nonzero but small enough to round to zero, with the pattern.
 Two checks look inside a node, where the value that overflows is never an activation: a normalization
 (``native_layer_norm``, ``native_group_norm``, ``var``) whose input's squared deviations reach the range (the
@@ -17,6 +17,7 @@ The nodes fed by an overflow inherit it and are listed after the origins, so the
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,10 @@ import torch
 import torch.fx
 
 from trtcheck.dtypes import PRECISION_DTYPES
+from trtcheck.lowering.graph import flat_inputs
 from trtcheck.text import plural
+from trtcheck.values import cloned
+from trtcheck.verification.recording import record_eager
 
 aten = torch.ops.aten
 
@@ -92,6 +96,20 @@ def range_findings(gm: torch.fx.GraphModule, values: dict[torch.fx.Node, Any], p
             found.append(RangeFinding(node.name, str(node.target), "underflow", int(tiny.sum()), value.numel(), extreme,
                                       f"rounds to zero in {precision}{_underflow_hint(node)}", True))
     return sorted(found, key=lambda f: (f.kind != "overflow", not f.origin, -f.count))
+
+
+def compiled_range_findings(
+    compiled: Any, example_inputs: Sequence[Any], kwargs: Mapping[str, Any], precision: str
+) -> tuple[list[RangeFinding], str]:
+    """``range_findings`` of a compiled module's lowered graph on eager's values on the example inputs (the given
+    values are not changed), and ``""``; or no findings and a note saying why they could not be found: naming the
+    nodes explains a failure, and must never replace it."""
+    gm = compiled.partition.graph_module
+    try:
+        values = record_eager(gm, flat_inputs(gm, cloned(tuple(example_inputs)), cloned(dict(kwargs))))
+        return range_findings(gm, values, precision), ""
+    except Exception as error:  # noqa: BLE001 - a diagnostic
+        return [], f"the nodes leaving {precision}'s range could not be found: {type(error).__name__}: {error}"
 
 
 def describe_findings(findings: list[RangeFinding], precision: str, limit: int = 12) -> list[str]:

@@ -11,12 +11,12 @@ excluded and the search runs again on the rest, until the rest passes: each roun
 A set that does not convert or run (an engine error) does not fail "the same check", so ddmin never reduces
 towards it. Each culprit's repro folder (``write_reduced_repro``) holds ``repro.py`` (prints FAIL or PASS,
 exits 1 or 0), ``subgraph.pt`` (the nodes as a ``GraphModule``, their metadata kept), ``inputs.pt`` (the real
-values at the cut), ``settings.json`` (backend, tolerances, the nodes and ops) and ``graph.py`` (readable code).
+values at the cut), ``settings.json`` (backend, tolerances, the nodes and ops) and ``graph.py`` (readable code); the
+folder is written and read by ``repro`` (``write_subgraph_repro``), as a failing verify's folder is (``load_repro``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 from collections.abc import Callable, Mapping, Sequence
@@ -26,10 +26,8 @@ from typing import Any
 import torch
 import torch.fx
 
-from trtcheck.atomic import atomic_write
 from trtcheck.compiler.pipeline import compile
 from trtcheck.engines import resolve_backend
-from trtcheck.errors import TrtcheckError
 from trtcheck.lowering.export import source_of
 from trtcheck.lowering.graph import flat_inputs
 from trtcheck.names import checked_settings
@@ -37,17 +35,14 @@ from trtcheck.partitioning.reasons import Target
 from trtcheck.settings import Settings
 from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_against_reference
 from trtcheck.verification.inputs import InputSet, cloned, compared_input_sets
-from trtcheck.verification.localize import (
-    Budget,
-    Values,
-    check_nodes,
-    engine_of,
-    float64_of,
-    normalised,
-    record_eager,
-    subgraph_module,
-)
-from trtcheck.verification.repro import options_from_json, safe_name, save_graph_module
+from trtcheck.verification.localize import Budget, check_nodes, engine_of, float64_of, normalised, subgraph_module
+from trtcheck.verification.recording import Values, record_eager
+from trtcheck.verification.repro import ReproCase, load_repro, write_subgraph_repro
+
+__all__ = [  # load_repro and ReproCase are repro's (the folder format's module); `trtcheck reduce DIR` takes them from here
+    "Reduced", "ReproCase", "Reduction", "check_subgraph", "ddmin", "load_repro", "reduce_compiled", "reduce_graph",
+    "reduce_model", "tensorrt_nodes", "write_reduced_repro",
+]
 
 
 def ddmin(items: Sequence[Any], fails: Callable[[list[Any]], bool], budget: Budget | None = None) -> list[Any]:
@@ -227,35 +222,6 @@ def reduce_model(
     return Reduction(candidates=len(tensorrt_nodes(compiled)), notes=["the compiled outputs match eager's: nothing to reduce"])
 
 
-@dataclass
-class ReproCase:
-    """What a repro folder recorded of a failing ``verify`` call (``load_repro``)."""
-
-    model: torch.fx.GraphModule
-    example_inputs: tuple
-    settings: Settings
-    input_sets: list[tuple] | None  # the sets compared after the examples; None: an older folder, drawn again
-    dynamic_shapes: Any
-    rtol: float | None = None  # the tolerances verify was given (None: the dtype's defaults)
-    atol: float | None = None
-
-
-def load_repro(folder: str | os.PathLike) -> ReproCase:
-    """The graph, inputs, settings, compared input sets, Dims and tolerances of a repro folder
-    ``verification.repro.write_repro`` wrote (a failing ``verify``'s), to reduce: ``trtcheck reduce repro_dir/``."""
-    folder = pathlib.Path(folder)
-    missing = [name for name in ("model.pt", "inputs.pt", "settings.json") if not (folder / name).is_file()]
-    if missing:
-        raise TrtcheckError(f"{folder} is not a trtcheck repro folder: it has no {', '.join(missing)}")
-    model = torch.load(folder / "model.pt", weights_only=False)
-    inputs = tuple(torch.load(folder / "inputs.pt", weights_only=False))
-    sets = torch.load(folder / "input_sets.pt", weights_only=False) if (folder / "input_sets.pt").is_file() else None
-    stored = json.loads((folder / "verify.json").read_text()) if (folder / "verify.json").is_file() else {}
-    options, _ = options_from_json(stored)
-    settings = Settings(**json.loads((folder / "settings.json").read_text()))
-    return ReproCase(model, inputs, settings, sets, options.get("dynamic_shapes"), options.get("rtol"), options.get("atol"))
-
-
 # ------------------------------------------------------------------------------------------- the repro
 
 
@@ -285,59 +251,13 @@ def write_reduced_repro(
     atol: float | None,
     failure: str = "",
 ) -> pathlib.Path:
-    """Write ``nodes`` of ``gm``, fed ``values`` at their cut, as a standalone repro folder (module docstring)."""
-    folder = pathlib.Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write ``nodes`` of ``gm``, fed ``values`` at their cut, as a standalone repro folder (module docstring;
+    ``repro.write_subgraph_repro`` writes it)."""
     chosen = normalised(nodes)
-    module, inputs = subgraph_module(gm, chosen, values, [n for n in chosen if _floating(values.get(n))])
+    module, inputs = subgraph_module(gm, chosen, values)
     fed = tuple(values[node].contiguous() if isinstance(values[node], torch.Tensor) else values[node] for node in inputs)
     config = {
         "backend": backend, "rtol": rtol, "atol": atol, "failure": failure,
         "nodes": [node.name for node in chosen], "ops": [str(node.target) for node in chosen],
     }
-    atomic_write(folder / "graph.py", module.print_readable(print_output=False))
-    save_graph_module(module, folder / "subgraph.pt")
-    atomic_write(folder / "inputs.pt", lambda file: torch.save(fed, file))
-    atomic_write(folder / "settings.json", json.dumps(config, indent=2) + "\n")
-    atomic_write(folder / "repro.py", _SCRIPT.format(name=safe_name(folder.name), count=len(chosen)))
-    return folder
-
-
-def _floating(value: Any) -> bool:
-    return isinstance(value, torch.Tensor) and value.is_floating_point()
-
-
-_SCRIPT = '''\
-#!/usr/bin/env python
-"""{name}: {count} node(s) of a lowered graph whose engine differs from PyTorch, reduced by trtcheck.
-
-``python repro.py`` converts subgraph.pt to ONNX, builds its engine on the recorded backend, runs it on the real
-values recorded at its inputs (inputs.pt) and compares every output with PyTorch's (the tolerances and backend
-are in settings.json); prints the comparison, then FAIL (exit 1) or PASS (exit 0). Needs trtcheck, not the
-model's code. Written by trtcheck.verification.reduce.
-"""
-
-import json
-import pathlib
-
-import torch
-
-from trtcheck.verification.reduce import check_subgraph
-
-HERE = pathlib.Path(__file__).resolve().parent
-
-
-def main():
-    module = torch.load(HERE / "subgraph.pt", weights_only=False)  # a torch.fx.GraphModule
-    inputs = torch.load(HERE / "inputs.pt", weights_only=False)  # the values at its inputs
-    config = json.loads((HERE / "settings.json").read_text())
-    print("nodes:", ", ".join(f"{{n}} = {{o}}" for n, o in zip(config["nodes"], config["ops"])))
-    comparison = check_subgraph(module, inputs, config["backend"], config["rtol"], config["atol"])
-    print(comparison)
-    print("PASS" if comparison.passed else "FAIL")
-    return 0 if comparison.passed else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
-'''
+    return write_subgraph_repro(folder, module, fed, config)

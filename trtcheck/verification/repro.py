@@ -1,6 +1,8 @@
 """Repro: everything needed to rerun one failing check, written to a folder a developer can run or attach.
 
-``write_repro`` writes ``<directory>/<name>/``:
+This module is the one place that writes and reads the two folder formats: ``write_repro`` / ``load_repro`` (a
+failing ``verify``'s folder, which ``trtcheck reduce`` reads back) and ``write_subgraph_repro`` /
+``load_subgraph_repro`` (one culprit ``reduce`` found). ``write_repro`` writes ``<directory>/<name>/``:
 
 - ``graph.py``: the graph's readable code (``print_readable``), for reading only;
 - ``model.pt``: the ``GraphModule``; ``torch.load(path, weights_only=False)`` gives it back;
@@ -14,8 +16,13 @@
   ``atol``, ``allow_fallbacks``, ``reference``);
 - ``input_sets.pt``: the input sets ``verify`` compared after the example and the example again (the random
   ones it drew, at the sizes it drew for a dynamic model), passed back as ``inputs=``;
-- ``repro.py``: ``python repro.py`` reruns ``trtcheck.verify`` on them; ``--dry-run`` only loads and
-  describes them.
+- ``localization.txt``: where the mismatch comes from (``verify``'s localization), when it was localized;
+- ``repro.py``: ``python repro.py`` reruns ``trtcheck.verify`` on them (``load_repro``); ``--dry-run`` only loads
+  and describes them.
+
+A reduced culprit's folder (``write_subgraph_repro``) holds ``subgraph.pt`` (its nodes as a ``GraphModule``, saved
+as ``model.pt`` is), ``inputs.pt`` (the real values at the cut), ``settings.json`` (backend, tolerances, the nodes
+and ops, the failure), ``graph.py`` and ``repro.py``, which prints FAIL or PASS (``reduce.check_subgraph``).
 
 How ``model.pt`` stores the graph, and why not plain ``torch.save(graph_module)``: the ``GraphModule`` of
 ``torch.export(...).module()`` does not pickle at all (it holds a local lambda), and an ordinary
@@ -57,7 +64,7 @@ from torch.export.dynamic_shapes import Dim, _DerivedDim, _DimHint, _StaticDim
 from trtcheck.atomic import atomic_write
 from trtcheck.conversion.registry import get as registered_converter
 from trtcheck.conversion.registry import register
-from trtcheck.errors import ReproWriteWarning
+from trtcheck.errors import ReproWriteWarning, TrtcheckError
 from trtcheck.lowering.export import drop_guards
 from trtcheck.names import resolve_modules
 from trtcheck.settings import Settings
@@ -88,6 +95,7 @@ def write_repro(
     *,
     input_sets: Sequence[Sequence[Any]] | None = None,
     options: Mapping[str, Any] | None = None,
+    localization: str | None = None,
 ) -> pathlib.Path | None:
     """Write a standalone reproduction of a failing check into ``directory/<name>/``; return that folder.
 
@@ -97,7 +105,8 @@ def write_repro(
     sets ``verify`` compared after the example and the example again) and ``options`` (its other arguments:
     ``dynamic_shapes``, ``rtol``, ``atol``, ``allow_fallbacks``, ``reference``) are what ``repro.py`` calls
     ``verify`` with again: a failure on a random size of a dynamic model reproduces only with the Dims, and a
-    failure on a drawn set only with that set. When the folder cannot be written (``OSError``: an unwritable or
+    failure on a drawn set only with that set. ``localization`` (``str`` of verify's ``Localization``) is written as
+    ``localization.txt``. When the folder cannot be written (``OSError``: an unwritable or
     uncreatable directory, a full disk), a ``ReproWriteWarning`` says so and None is returned: the failure being
     reported matters more than its repro, so it is never replaced by an I/O error.
     """
@@ -118,6 +127,10 @@ def write_repro(
             atomic_write(folder / "input_sets.pt", lambda file: torch.save([tuple(s) for s in input_sets], file))
         else:
             (folder / "input_sets.pt").unlink(missing_ok=True)  # an earlier failure's, in a folder of this name
+        if localization is not None:
+            atomic_write(folder / "localization.txt", localization if localization.endswith("\n") else localization + "\n")
+        else:
+            (folder / "localization.txt").unlink(missing_ok=True)
         atomic_write(folder / "repro.py", _SCRIPT.format(backend=backend, failure=_first_line(failure)))
     except OSError as error:
         reason = error.strerror or str(error)
@@ -131,6 +144,65 @@ def write_repro(
         )
         return None
     return folder
+
+
+@dataclasses.dataclass
+class ReproCase:
+    """What a repro folder recorded of a failing ``verify`` call (``load_repro``)."""
+
+    model: torch.fx.GraphModule
+    example_inputs: tuple
+    settings: Settings
+    input_sets: list[tuple] | None  # the sets compared after the examples; None: an older folder, drawn again
+    dynamic_shapes: Any
+    rtol: float | None = None  # the tolerances verify was given (None: the dtype's defaults)
+    atol: float | None = None
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)  # every recorded keyword of verify (verify.json)
+    not_recorded: list[str] = dataclasses.field(default_factory=list)  # what verify.json could not hold, and why
+    failure: str = ""  # failure.txt
+
+
+def load_repro(folder: str | os.PathLike) -> ReproCase:
+    """The graph, inputs, settings, compared input sets and ``verify``'s recorded keywords (Dims and tolerances among
+    them) of a folder ``write_repro`` wrote: what its ``repro.py`` verifies again, and ``trtcheck reduce repro_dir/``
+    reduces. A folder without ``model.pt``, ``inputs.pt`` or ``settings.json`` is a ``TrtcheckError`` saying so."""
+    folder = pathlib.Path(folder)
+    missing = [name for name in ("model.pt", "inputs.pt", "settings.json") if not (folder / name).is_file()]
+    if missing:
+        raise TrtcheckError(f"{folder} is not a trtcheck repro folder: it has no {', '.join(missing)}")
+    model = torch.load(folder / "model.pt", weights_only=False)
+    inputs = tuple(torch.load(folder / "inputs.pt", weights_only=False))
+    sets = torch.load(folder / "input_sets.pt", weights_only=False) if (folder / "input_sets.pt").is_file() else None
+    stored = json.loads((folder / "verify.json").read_text()) if (folder / "verify.json").is_file() else {}
+    options, not_recorded = options_from_json(stored)
+    settings = Settings(**json.loads((folder / "settings.json").read_text()))
+    failure = (folder / "failure.txt").read_text() if (folder / "failure.txt").is_file() else ""
+    return ReproCase(model, inputs, settings, sets, options.get("dynamic_shapes"), options.get("rtol"), options.get("atol"),
+                     options, not_recorded, failure)
+
+
+def write_subgraph_repro(
+    folder: str | os.PathLike, module: torch.fx.GraphModule, inputs: Sequence[Any], config: Mapping[str, Any]
+) -> pathlib.Path:
+    """Write one reduced culprit (``reduce``): ``module`` (its nodes cut out), fed ``inputs`` (the real values at the
+    cut), with ``config`` (``backend``, ``rtol``, ``atol``, ``failure``, ``nodes``, ``ops``) as a standalone folder
+    whose ``repro.py`` prints FAIL (exit 1) or PASS (exit 0). Returns the folder."""
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(folder / "graph.py", module.print_readable(print_output=False))
+    save_graph_module(module, folder / "subgraph.pt")
+    atomic_write(folder / "inputs.pt", lambda file: torch.save(tuple(inputs), file))
+    atomic_write(folder / "settings.json", json.dumps(dict(config), indent=2) + "\n")
+    atomic_write(folder / "repro.py", _SUBGRAPH_SCRIPT.format(name=safe_name(folder.name), count=len(config.get("nodes", ()))))
+    return folder
+
+
+def load_subgraph_repro(folder: str | os.PathLike) -> tuple[torch.fx.GraphModule, tuple, dict[str, Any]]:
+    """The module, the values at its inputs and the config a ``write_subgraph_repro`` folder holds."""
+    folder = pathlib.Path(folder)
+    module = torch.load(folder / "subgraph.pt", weights_only=False)  # a torch.fx.GraphModule
+    inputs = tuple(torch.load(folder / "inputs.pt", weights_only=False))
+    return module, inputs, json.loads((folder / "settings.json").read_text())
 
 
 def user_converters(graph_module: torch.fx.GraphModule) -> list[dict[str, Any]]:
@@ -515,13 +587,12 @@ The full failure is in failure.txt; graph.py shows the graph's code. Written by 
 """
 
 import argparse
-import json
 import pathlib
 
 import torch
 
 import trtcheck
-from trtcheck.verification.repro import options_from_json, register_recorded_converters
+from trtcheck.verification.repro import load_repro, register_recorded_converters
 
 HERE = pathlib.Path(__file__).resolve().parent
 BACKEND = {backend!r}
@@ -542,12 +613,10 @@ def main(argv=None):
     parser.add_argument("--dry-run", action="store_true", help="load and describe everything, verify nothing")
     args = parser.parse_args(argv)
 
-    model = torch.load(HERE / "model.pt", weights_only=False)  # a torch.fx.GraphModule
-    inputs = torch.load(HERE / "inputs.pt", weights_only=False)  # a tuple of positional inputs
-    settings = trtcheck.Settings(**json.loads((HERE / "settings.json").read_text()))
-    options, not_recorded = options_from_json(json.loads((HERE / "verify.json").read_text()))  # dynamic_shapes, rtol...
-    given = torch.load(HERE / "input_sets.pt", weights_only=False) if (HERE / "input_sets.pt").is_file() else None
-    print("recorded failure:", (HERE / "failure.txt").read_text().strip().splitlines()[0])
+    case = load_repro(HERE)  # every file of this folder, read by the module that wrote it
+    model, inputs, settings = case.model, case.example_inputs, case.settings  # a torch.fx.GraphModule, its inputs
+    options, not_recorded, given = case.options, case.not_recorded, case.input_sets  # dynamic_shapes, rtol...
+    print("recorded failure:", case.failure.strip().splitlines()[0])
     converters = register_recorded_converters(HERE / "converters.json")  # the user's own, as when it failed
     for line in converters:
         print("converter:", line)
@@ -571,6 +640,38 @@ def main(argv=None):
     print("verify passed: the failure did not reproduce" + (f" ({{len(missing)}} of its converters could not be registered: see above)"
                                                              if missing else ""))
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+'''
+
+
+_SUBGRAPH_SCRIPT = '''\
+#!/usr/bin/env python
+"""{name}: {count} node(s) of a lowered graph whose engine differs from PyTorch, reduced by trtcheck.
+
+``python repro.py`` converts subgraph.pt to ONNX, builds its engine on the recorded backend, runs it on the real
+values recorded at its inputs (inputs.pt) and compares every output with PyTorch's (the tolerances and backend
+are in settings.json); prints the comparison, then FAIL (exit 1) or PASS (exit 0). Needs trtcheck, not the
+model's code. Written by trtcheck.verification.repro.
+"""
+
+import pathlib
+
+from trtcheck.verification.reduce import check_subgraph
+from trtcheck.verification.repro import load_subgraph_repro
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def main():
+    module, inputs, config = load_subgraph_repro(HERE)  # the nodes as a torch.fx.GraphModule, the values at its inputs
+    print("nodes:", ", ".join(f"{{n}} = {{o}}" for n, o in zip(config["nodes"], config["ops"])))
+    comparison = check_subgraph(module, inputs, config["backend"], config["rtol"], config["atol"])
+    print(comparison)
+    print("PASS" if comparison.passed else "FAIL")
+    return 0 if comparison.passed else 1
 
 
 if __name__ == "__main__":
