@@ -31,6 +31,10 @@ class UnmatchedOpError(SettingsError):
     plugin's presets are generic, so there it means "this preset does not apply to this model".)"""
 
 
+class ArgumentTypeError(SettingsError, TypeError):
+    """An argument of the public API (``verify``'s ``seed``, ``report_dir``, ...) of a type it does not take."""
+
+
 class LoweringError(TrtcheckError):
     """The model could not be lowered to a core-ATen ``torch.fx`` graph."""
 

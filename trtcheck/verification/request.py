@@ -21,6 +21,7 @@ from typing import Any
 import torch.fx
 
 from trtcheck.engines import resolve_backend
+from trtcheck.errors import ArgumentTypeError, SettingsError
 from trtcheck.names import checked_settings
 from trtcheck.partitioning.decisions import Support, judge_with
 from trtcheck.settings import Settings
@@ -60,34 +61,34 @@ class VerifyRequest:
         for keyword in ("rtol", "atol"):
             _tolerance(keyword, getattr(self, keyword))
         if _integer("num_inputs", self.num_inputs) < 1:
-            raise ValueError(f"verify(num_inputs={self.num_inputs!r}): the input sets compared, the example included, so at "
+            raise SettingsError(f"verify(num_inputs={self.num_inputs!r}): the input sets compared, the example included, so at "
                              "least 1 (1: the example alone, compared twice)")
         for keyword in ("num_inputs", "seed"):  # a numpy integer made an int: torch.Generator.manual_seed takes no other
             object.__setattr__(self, keyword, _integer(keyword, getattr(self, keyword)))
         for keyword in ("allow_fallbacks", "reference"):
             if not isinstance(getattr(self, keyword), bool):
-                raise TypeError(f"verify({keyword}={getattr(self, keyword)!r}): pass True or False")
+                raise ArgumentTypeError(f"verify({keyword}={getattr(self, keyword)!r}): pass True or False")
         if not _real(self.localize_budget) or not self.localize_budget >= 0:
             raise (TypeError if not _real(self.localize_budget) else ValueError)(
                 f"verify(localize_budget={self.localize_budget!r}): seconds a failing comparison may spend localizing "
                 "its mismatch, a number >= 0 (0 turns localization off)")
         if self.report_dir is not None and not isinstance(self.report_dir, (str, os.PathLike)):
-            raise TypeError(f"verify(report_dir={self.report_dir!r}): a directory path (str or os.PathLike) to write the "
+            raise ArgumentTypeError(f"verify(report_dir={self.report_dir!r}): a directory path (str or os.PathLike) to write the "
                             "repro of a failure into, or None to write none")
         if self.name is not None and not isinstance(self.name, str):
-            raise TypeError(f"verify(name={self.name!r}): a str naming the report and the repro folder, or None (the "
+            raise ArgumentTypeError(f"verify(name={self.name!r}): a str naming the report and the repro folder, or None (the "
                             "model's class name)")
         if self.eager_cache is not None and not isinstance(self.eager_cache, EagerCache):
-            raise TypeError(f"verify(eager_cache={self.eager_cache!r}): a trtcheck.verification.EagerCache shared by the "
+            raise ArgumentTypeError(f"verify(eager_cache={self.eager_cache!r}): a trtcheck.verification.EagerCache shared by the "
                             "calls that verify one model, or None")
         if self.lowered is not None and not isinstance(self.lowered, torch.fx.GraphModule):
-            raise TypeError(f"verify(lowered={self.lowered!r}): the torch.fx.GraphModule trtcheck.lower(model, "
+            raise ArgumentTypeError(f"verify(lowered={self.lowered!r}): the torch.fx.GraphModule trtcheck.lower(model, "
                             "example_inputs) returned, or None to lower the model here")
         judge_with(self.support)  # the partitioner's own rule for what ``support`` may be: it raises TypeError
         if self.inputs is not None:
             check_input_sets(self.inputs)
         if not isinstance(self.backend, str):
-            raise TypeError(f"verify(backend={self.backend!r}): a backend name: 'onnxruntime', 'tensorrt' or 'auto'")
+            raise ArgumentTypeError(f"verify(backend={self.backend!r}): a backend name: 'onnxruntime', 'tensorrt' or 'auto'")
         object.__setattr__(self, "settings", checked_settings(self.settings))
         object.__setattr__(self, "resolved_backend", resolve_backend(self.backend))  # an unknown name: BackendError
 
@@ -107,10 +108,10 @@ def _tolerance(keyword: str, value: Any) -> None:
     if value is None:
         return
     if not _real(value):
-        raise TypeError(f"verify({keyword}={value!r}): a number, or None for the output dtype's default "
+        raise ArgumentTypeError(f"verify({keyword}={value!r}): a number, or None for the output dtype's default "
                         "(equivalence.default_tolerances)")
     if math.isnan(value) or value < 0:
-        raise ValueError(f"verify({keyword}={value!r}): a tolerance is a number >= 0, or None for the output dtype's "
+        raise SettingsError(f"verify({keyword}={value!r}): a tolerance is a number >= 0, or None for the output dtype's "
                          "default")
 
 
@@ -121,4 +122,4 @@ def _integer(keyword: str, value: Any) -> int:
             raise TypeError
         return operator.index(value)
     except TypeError:
-        raise TypeError(f"verify({keyword}={value!r}): {keyword} is an int") from None
+        raise ArgumentTypeError(f"verify({keyword}={value!r}): {keyword} is an int") from None
