@@ -1,5 +1,5 @@
 """This repository's conftest deselects the zoo benchmarks where pytest-benchmark times nothing (README command (1)
-under ``-n 2`` is then the verification matrix alone, as the README says)."""
+under ``-n 2`` is then the verification matrix alone, as docs/development.md says)."""
 
 from __future__ import annotations
 

@@ -203,8 +203,8 @@ REDUCED_PRECISION_MULTIPLE = 4.0
 """How much further from float64 than eager *at the same precision* a module compiled with ``Settings.precision``
 "fp16"/"bf16" may be (``judge_reduced_precision``). Larger than ``REFERENCE_MULTIPLE``: the engine rounds after every
 ONNX node of the lowered, decomposed graph (a softmax is five nodes, each rounded), where eager rounds after each
-PyTorch op and keeps some fused ones in float32 inside; measured ratios of correct conversions: see the README's
-"Reduced precision"."""
+PyTorch op and keeps some fused ones in float32 inside; measured ratios of correct conversions: docs/precision.md,
+"Measured"."""
 REDUCED_PRECISION_FLOOR = {"fp16": 1e-4, "bf16": 1e-3}
 """The absolute error against float64 any output may have at that precision (a tenth of the dtype's default atol):
 an output eager computes exactly still rounds once in the engine."""
