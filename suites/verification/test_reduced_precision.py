@@ -145,7 +145,7 @@ def test_the_one_judge_says_why_it_could_not_judge_and_leaves_the_verdict_to_the
 
 
 @pytest.mark.parametrize("name", ["cond_branches", "while_loop_body"])
-@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+@pytest.mark.parametrize("precision", ["fp16", pytest.param("bf16", marks=pytest.mark.slow)])
 def test_a_model_with_cond_or_while_loop_gets_a_reduced_precision_reference(name, precision):
     """Issue 43, item 3: eager at fp16/bf16 runs under a dispatch mode; ``torch.cond``/``while_loop`` had no rule for
     it ("There was no rule registered for HigherOrderOperator cond"), so no reference, and fp32's tolerances judged
