@@ -4,6 +4,7 @@ exit 1 when one is found, 0 when the outputs match; and ``trtcheck verify`` prin
 from __future__ import annotations
 
 import pytest
+import torch
 
 from trtcheck.tools.cli import main
 
@@ -40,3 +41,24 @@ def test_reduce_exits_0_when_the_outputs_match(factories, tmp_path, capsys):
 def test_reduce_of_a_folder_that_is_no_repro_is_a_usage_error(tmp_path, capsys):
     assert main(["reduce", str(tmp_path), *ORT]) == 2
     assert "is not a trtcheck repro folder" in capsys.readouterr().err
+
+
+def test_reduce_of_a_repro_folder_registers_the_folder_s_converters(tmp_path, wrong_relu, capsys):
+    """Issue 43, item 7: ``trtcheck reduce repro_dir/`` reduced with the built-in converters, not the folder's
+    ``converters.json``: "nothing to reduce", exit 0, for a folder whose own repro.py fails. It now registers them
+    as repro.py does (and says so), and only for the reduction."""
+    from trtcheck import conversion as converters
+
+    report_dir = tmp_path / "report"
+    with converters.Snapshot():  # the wrong relu is registered by verify's import of wrong.py, and undone after
+        assert main(["verify", f"{wrong_relu}:build", "--min-block-size", "1", *ORT, "--report-dir", str(report_dir)]) == 1
+    capsys.readouterr()
+    (folder,) = [repro.parent for repro in report_dir.rglob("repro.py")]
+    assert "_relu_as_negation" in (folder / "converters.json").read_text()
+    builtin = converters.get(torch.ops.aten.relu.default)
+    assert builtin.builtin  # this process has trtcheck's own relu again: only the folder's file has the wrong one
+    assert main(["reduce", str(folder), *ORT, "--out", str(tmp_path / "reduced")]) == 1
+    out = capsys.readouterr().out
+    assert "converter: registered" in out and "_relu_as_negation" in out
+    assert "1 node(s): relu = aten.relu.default" in out
+    assert converters.get(torch.ops.aten.relu.default) is builtin  # the folder's converters do not outlive the reduction

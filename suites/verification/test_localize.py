@@ -192,3 +192,34 @@ def test_a_sub_engine_of_a_segments_nodes_is_cut_as_compile_cuts_the_segment():
         cut, fed = subgraph_module(gm, segment.nodes, values, segment.outputs)
         assert fed == segment.inputs
         assert cut.code == segment_module(gm, segment).code
+
+
+class Normed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.norm, self.fc2 = nn.Linear(16, 32), nn.LayerNorm(32), nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.fc2(self.norm(self.fc1(x)))
+
+
+def test_a_multi_output_culprit_is_judged_against_float64_per_output():
+    """Issue 43, item 5: ``native_layer_norm`` returns ``(out, mean, rstd)``; as a culprit it got "no float64 reference
+    for this op: the tolerances alone decide" and an accumulated error of nan. Each floating output it hands on (its
+    ``getitem``) now has a float64 reference and an accumulated error."""
+    import math
+
+    def skewed(ctx, node, out):  # the normalised output 1% off; mean and rstd (unused) as they were
+        return [ctx.add("Mul", [out[0], ctx.constant(1.01, node.meta["val"][0].dtype)]), *out[1:]]
+
+    torch.manual_seed(0)
+    model, x = Normed().eval(), torch.randn(4, 16, generator=torch.Generator().manual_seed(1))
+    with planted(aten.native_layer_norm.default, None, skewed):
+        with pytest.raises(trtcheck.VerificationError) as caught:
+            trtcheck.verify(model, (x,), ONE, backend=ORT)
+    culprit = caught.value.report.localization.culprit
+    assert culprit is not None and culprit.op == "aten.native_layer_norm.default", str(caught.value)
+    assert culprit.op_float64_error is not None and culprit.eager_float64_error is not None
+    assert not culprit.ill_conditioned and culprit.op_float64_error > 100 * culprit.eager_float64_error
+    assert math.isfinite(culprit.accumulated_error) and culprit.accumulated_error > 0
+    assert "this op's converter is wrong" in str(caught.value) and "no float64 reference" not in str(caught.value)

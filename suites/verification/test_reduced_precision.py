@@ -142,3 +142,24 @@ def test_the_one_judge_says_why_it_could_not_judge_and_leaves_the_verdict_to_the
     why = judge_at_precision(wide, NoFloat64(), (x,), {}, actual, "fp16")
     assert "float64" in why and "no float64 kernel here" in why
     assert not wide.passed and wide.outputs[0].eager_precision == ""
+
+
+@pytest.mark.parametrize("name", ["cond_branches", "while_loop_body"])
+@pytest.mark.parametrize("precision", ["fp16", pytest.param("bf16", marks=pytest.mark.slow)])
+def test_a_model_with_cond_or_while_loop_gets_a_reduced_precision_reference(name, precision):
+    """Issue 43, item 3: eager at fp16/bf16 runs under a dispatch mode; ``torch.cond``/``while_loop`` had no rule for
+    it ("There was no rule registered for HigherOrderOperator cond"), so no reference, and fp32's tolerances judged
+    the fp16 engine. The branches now run under the same mode."""
+    import trtcheck_zoo
+
+    case = trtcheck_zoo.get(name).build()
+    model, args = case[0], case[1]
+    out, why = reduced_precision_outputs(model, args, {}, precision)
+    assert why == ""
+    dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+    leaves = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    assert leaves and all(t.dtype == dtype for t in leaves)
+    report = trtcheck.verify(model, args, trtcheck.Settings(precision=precision), localize_budget=0)
+    outputs = [output for comparison in report.comparisons for output in comparison.outputs]
+    assert outputs and all(output.eager_precision == precision and output.reference_ratio is not None for output in outputs)
+    assert report.passed, "\n".join(report.checked())

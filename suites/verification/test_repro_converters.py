@@ -45,3 +45,38 @@ def test_a_converter_defined_inside_a_function_is_named_as_not_carried(tmp_path)
         (line,) = register_recorded_converters(tmp_path / "converters.json")
         assert converters.get(torch.ops.aten.relu.default).builtin  # the built-in one stays
     assert line.startswith("NOT registered: the failure used ") and "local_relu" in line and "defined inside a function" in line
+
+
+def test_an_override_keeping_the_built_in_validator_is_registered_again_in_a_fresh_process(tmp_path):
+    """Issue 43, item 10: the README's ``register(op, override=True, validator=saved.validator)`` recorded the
+    validator as trtcheck's ``converter.<locals>.validator``, which cannot be imported, so the repro said "define it
+    at module level" and passed. It is now recorded as the built-in validator of its op, and re-attached at load."""
+    import subprocess
+    import sys
+
+    relu = torch.ops.aten.relu.default
+    saved = converters.get(relu)
+    with converters.Snapshot():
+        converters.register(relu, override=True, validator=saved.validator)(_relu_as_negation)
+        records = user_converters(_graph())
+    (record,) = records
+    assert record["validator"]["builtin_of"] == "aten.relu.default"
+    (tmp_path / "converters.json").write_text(json.dumps(records))
+    with converters.Snapshot():
+        lines = register_recorded_converters(tmp_path / "converters.json")
+        again = converters.get(relu)
+        assert again.fn is _relu_as_negation and again.validator is saved.validator and not again.builtin
+    assert lines == [f"registered {__name__}._relu_as_negation for aten.relu.default (not one of trtcheck's own converters)"]
+    script = (
+        "import sys, torch\n"
+        "from trtcheck import conversion\n"
+        "from trtcheck.verification.repro import register_recorded_converters\n"
+        "builtin = conversion.get(torch.ops.aten.relu.default)\n"
+        "print(register_recorded_converters(sys.argv[1]))\n"
+        "now = conversion.get(torch.ops.aten.relu.default)\n"
+        "print(now.fn.__name__, now.validator is builtin.validator, now.builtin)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "converters.json")], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "_relu_as_negation True False", done.stdout

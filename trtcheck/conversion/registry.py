@@ -94,6 +94,7 @@ class Verdict:
 
 
 _REGISTRY: dict[OpTarget, Converter] = {}
+_BUILTINS: dict[OpTarget, Converter] = {}  # trtcheck's own, as registered: an override or ``unregister`` leaves them
 
 
 def register(
@@ -118,6 +119,8 @@ def register(
             if target in _REGISTRY and not override:
                 raise ValueError(f"a converter for {target} is already registered; pass override=True")
             _REGISTRY[target] = Converter(target, fn, validator, builtin=_builtin)
+            if _builtin:
+                _BUILTINS[target] = _REGISTRY[target]
         return fn
 
     return decorator
@@ -131,6 +134,23 @@ def unregister(target: OpTarget) -> Converter | None:
 def get(target: OpTarget) -> Converter | None:
     """The converter registered for ``target``, or None."""
     return _REGISTRY.get(target)
+
+
+def builtin(target: OpTarget) -> Converter | None:
+    """trtcheck's own converter of ``target`` (None when it has none), whatever has been registered over it since."""
+    return _BUILTINS.get(target)
+
+
+def builtin_owner(fn: Any, part: str) -> OpTarget | None:
+    """The op whose built-in converter has ``fn`` as its ``part`` ("fn" or "validator"), or None: how a repro
+    records a user's override that reuses a built-in piece (``register(op, override=True,
+    validator=saved.validator)``), which is a closure no other process can import by name."""
+    if fn is None:
+        return None
+    for target, converter in _BUILTINS.items():
+        if getattr(converter, part) is fn:
+            return target
+    return None
 
 
 def registered_targets() -> frozenset[OpTarget]:

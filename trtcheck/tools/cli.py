@@ -126,23 +126,29 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _reduce(args: argparse.Namespace) -> int:
     """Every independent culprit of a mismatch, each reduced to a repro folder: exit 1 when there is one."""
-    from trtcheck.verification.reduce import load_repro, reduce_model  # deferred: it imports torch
+    from trtcheck.conversion import Snapshot  # deferred: it imports torch
+    from trtcheck.verification.reduce import load_repro, reduce_model, register_recorded_converters
 
-    if Path(args.model).is_dir():  # a repro folder verify wrote: its graph, inputs and settings
-        case = load_repro(args.model)
-        model, inputs, settings, name, kwargs = case.model, case.example_inputs, case.settings, Path(args.model).resolve().name, None
-        recorded = {"inputs": case.input_sets, "dynamic_shapes": case.dynamic_shapes, "rtol": case.rtol, "atol": case.atol}
-    else:
-        settings = _settings(args)
-        loaded = _load(args.model)
-        model, inputs, name, kwargs = loaded.model_or_program, loaded.example_inputs, loaded.name, loaded.example_kwargs
-        recorded = {}
-    out = Path(args.out or f"trtcheck-reduced-{name}")
-    with _still_working(f"reducing {name}"):
-        reduction = reduce_model(
-            model, inputs, settings, backend=args.backend, num_inputs=args.num_inputs, seed=args.seed,
-            example_kwargs=kwargs, out_dir=out, budget=args.budget or None, **recorded,
-        )
+    with Snapshot():  # a repro folder's converters are registered for its reduction only
+        if Path(args.model).is_dir():  # a repro folder verify wrote: its graph, inputs, settings and converters
+            case = load_repro(args.model)
+            model, inputs, settings, name, kwargs = case.model, case.example_inputs, case.settings, Path(args.model).resolve().name, None
+            recorded = {"inputs": case.input_sets, "dynamic_shapes": case.dynamic_shapes, "rtol": case.rtol, "atol": case.atol}
+            # the user's converters the failure used, as the folder's repro.py registers them: without them the
+            # reduction checks trtcheck's own converters and finds nothing (issue 43, item 7)
+            for line in register_recorded_converters(Path(args.model) / "converters.json"):
+                print("converter:", line, flush=True)
+        else:
+            settings = _settings(args)
+            loaded = _load(args.model)
+            model, inputs, name, kwargs = loaded.model_or_program, loaded.example_inputs, loaded.name, loaded.example_kwargs
+            recorded = {}
+        out = Path(args.out or f"trtcheck-reduced-{name}")
+        with _still_working(f"reducing {name}"):
+            reduction = reduce_model(
+                model, inputs, settings, backend=args.backend, num_inputs=args.num_inputs, seed=args.seed,
+                example_kwargs=kwargs, out_dir=out, budget=args.budget or None, **recorded,
+            )
     print(reduction)
     return 1 if reduction.culprits else 0
 

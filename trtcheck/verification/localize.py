@@ -566,39 +566,57 @@ def _culprit(
     )
     # Against float64 where the op diverged: at the end of the prefix (its inputs as the engine computes them), so
     # that an op ill-conditioned on what its segment feeds it is told from a wrong one; alone where no prefix ran.
-    measured = prefix if prefix.engine is not None and node in prefix.outputs else alone
+    measured = prefix if prefix.engine is not None and _outputs_of(node, prefix) else alone
     if measured.engine is not None:
         culprit.op_float64_error, culprit.eager_float64_error = _float64_errors(gm, node, measured, eager)
     return culprit
 
 
+def _outputs_of(node: torch.fx.Node, check: NodeCheck) -> list[torch.fx.Node]:
+    """Where ``check`` measured ``node``: the node itself when it is an output, else, for a multi-output op
+    (``native_layer_norm``'s ``(out, mean, rstd)``, max-pool with indices: a tuple is no engine output), its
+    ``getitem``s that are (issue 43, item 5: without them such a culprit had no float64 reference)."""
+    if node in check.outputs:
+        return [node]
+    return [output for output in check.outputs if is_getitem(output) and output.args[0] is node]
+
+
 def _accumulated(prefix: NodeCheck, node: torch.fx.Node, upstream: Values, eager: Values) -> float:
-    """The prefix sub-engine fed the compiled module's values at its inputs: its error at ``node``."""
-    if prefix.engine is None or node not in prefix.outputs or any(value not in upstream for value in prefix.inputs):
+    """The prefix sub-engine fed the compiled module's values at its inputs: its error at ``node`` (the largest over
+    the outputs of a multi-output op)."""
+    at = _outputs_of(node, prefix)
+    if prefix.engine is None or not at or any(value not in upstream for value in prefix.inputs):
         return math.nan
     with torch.no_grad():
         outputs = prefix.engine(*[_dense(upstream[value]) for value in prefix.inputs])
-    actual = outputs[prefix.outputs.index(node)]
-    return compare_outputs(eager[node], actual).outputs[0].max_abs
+    return max(compare_outputs(eager[output], outputs[prefix.outputs.index(output)]).outputs[0].max_abs for output in at)
 
 
 def _float64_errors(gm: torch.fx.GraphModule, node: torch.fx.Node, alone: NodeCheck, eager: Values) -> tuple[float | None, float | None]:
     """The engine's and eager's errors at ``node`` against float64, the three computing ``alone``'s nodes from eager's
-    values at its inputs: an engine far further from float64 than eager is wrong; as far, the op is ill-conditioned."""
-    if not isinstance(eager.get(node), torch.Tensor) or not eager[node].is_floating_point() or node not in alone.outputs:
+    values at its inputs: an engine far further from float64 than eager is wrong; as far, the op is ill-conditioned.
+    A multi-output op is measured at each floating output it hands on, and the one furthest beyond eager's own
+    error (the largest ratio) speaks for it."""
+    at = [output for output in _outputs_of(node, alone)
+          if isinstance(eager.get(output), torch.Tensor) and eager[output].is_floating_point()]
+    if not at:
         return None, None
     module, inputs = subgraph_module(gm, alone.nodes, eager, alone.outputs)
     fed = [_dense(eager[value]) for value in inputs]
     exact = float64_of(module, fed)()
     if exact is None:
         return None, None
-    position = alone.outputs.index(node)
     with torch.no_grad():
-        actual = alone.engine(*fed)[position]
-    wide = exact[position].to(torch.float64)
-    if wide.numel() == 0:
-        return 0.0, 0.0
-    return _max_error(actual, wide), _max_error(eager[node], wide)
+        actual = alone.engine(*fed)
+    errors = []
+    for output in at:
+        position = alone.outputs.index(output)
+        wide = exact[position].to(torch.float64)
+        if wide.numel() == 0:
+            errors.append((0.0, 0.0))
+        else:
+            errors.append((_max_error(actual[position], wide), _max_error(eager[output], wide)))
+    return max(errors, key=lambda pair: (pair[0] / pair[1] if pair[1] else (math.inf if pair[0] else 0.0), pair[0]))
 
 
 def _max_error(value: torch.Tensor, exact: torch.Tensor) -> float:

@@ -37,11 +37,11 @@ from trtcheck.verification.equivalence import Comparison, compare_outputs, judge
 from trtcheck.verification.inputs import InputSet, cloned, compared_input_sets
 from trtcheck.verification.localize import Budget, check_nodes, engine_of, float64_of, normalised, subgraph_module
 from trtcheck.verification.recording import Values, record_eager
-from trtcheck.verification.repro import ReproCase, load_repro, write_subgraph_repro
+from trtcheck.verification.repro import ReproCase, load_repro, register_recorded_converters, write_subgraph_repro
 
-__all__ = [  # load_repro and ReproCase are repro's (the folder format's module); `trtcheck reduce DIR` takes them from here
+__all__ = [  # ReproCase, load_repro and register_recorded_converters are repro's: `trtcheck reduce DIR` takes them from here
     "Reduced", "ReproCase", "Reduction", "check_subgraph", "ddmin", "load_repro", "reduce_compiled", "reduce_graph",
-    "reduce_model", "tensorrt_nodes", "write_reduced_repro",
+    "reduce_model", "register_recorded_converters", "tensorrt_nodes", "write_reduced_repro",
 ]
 
 

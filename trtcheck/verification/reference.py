@@ -119,6 +119,43 @@ class _WidenWhereMissing(TorchDispatchMode):
         return tree_map(lambda x: x.to(low) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x, out)
 
 
+@torch.compiler.disable  # eager ``torch.cond`` runs under ``torch.compile``, which must not trace the mode's entry
+def _cond_under(mode: _WidenWhereMissing, pred: Any, true_fn: Any, false_fn: Any, operands: Any) -> Any:
+    """``torch.cond`` in eager at reduced precision: the branch taken runs under the same mode, so its ops are
+    widened where they lack a kernel as the top level's are (issue 43, item 3: the mode had no rule for cond)."""
+    with mode:
+        return (true_fn if pred else false_fn)(*operands)
+
+
+def _register_higher_order_rules() -> None:
+    """Rules for the control-flow higher-order ops under ``_WidenWhereMissing``: a dispatch mode without one makes
+    torch refuse the op ("There was no rule registered for HigherOrderOperator cond"). ``cond`` runs its branch,
+    ``while_loop`` (and its stacked-output form) its dense loop, under the mode."""
+    import importlib
+
+    from torch._C import DispatchKey
+    from torch._higher_order_ops.cond import cond_op
+
+    loops = importlib.import_module("torch._higher_order_ops.while_loop")  # the package's attribute is the function
+
+    cond_op.py_impl(_WidenWhereMissing)(_cond_under)
+    for name in ("while_loop_op", "while_loop_stack_output_op"):
+        op = getattr(loops, name, None)
+        dense = op.py_kernels.get(DispatchKey.CompositeExplicitAutograd) if op is not None else None
+        if dense is None:
+            continue
+
+        @torch.compiler.disable
+        def loop_under(mode: _WidenWhereMissing, *args: Any, _dense: Any = dense, **kwargs: Any) -> Any:
+            with mode:
+                return _dense(*args, **kwargs)
+
+        op.py_impl(_WidenWhereMissing)(loop_under)
+
+
+_register_higher_order_rules()
+
+
 def _widen_dtype_arguments(graph_module: torch.fx.GraphModule) -> None:
     """A graph's explicit floating dtype arguments (``_to_copy``, ``full``, ``to.dtype``) retargeted to float64, so the
     twin of a lowered or random graph computes every floating value in float64."""

@@ -62,8 +62,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.export.dynamic_shapes import Dim, _DerivedDim, _DimHint, _StaticDim
 
 from trtcheck.atomic import atomic_write
+from trtcheck.conversion.registry import builtin as builtin_converter
+from trtcheck.conversion.registry import builtin_owner, register
 from trtcheck.conversion.registry import get as registered_converter
-from trtcheck.conversion.registry import register
 from trtcheck.errors import ReproWriteWarning, TrtcheckError
 from trtcheck.lowering.export import drop_guards
 from trtcheck.names import resolve_modules
@@ -217,18 +218,25 @@ def user_converters(graph_module: torch.fx.GraphModule) -> list[dict[str, Any]]:
             if converter is not None and not converter.builtin and str(node.target) not in records:
                 records[str(node.target)] = {
                     "target": str(node.target),
-                    "converter": _callable_record(converter.fn),
-                    "validator": _callable_record(converter.validator) if converter.validator is not None else None,
+                    "converter": _callable_record(converter.fn, "fn"),
+                    "validator": _callable_record(converter.validator, "validator") if converter.validator is not None else None,
                 }
     return list(records.values())
 
 
-def _callable_record(fn: Any) -> dict[str, Any]:
+def _callable_record(fn: Any, part: str) -> dict[str, Any]:
+    """``fn`` by module, qualified name and file; and, when it is the ``part`` ("fn" or "validator") of one of
+    trtcheck's own converters (an override keeping the built-in validator, the README's pattern), ``builtin_of``:
+    that op's name, so the loading process re-attaches its own built-in one (a closure, not importable by name)."""
     try:
         file = inspect.getsourcefile(fn)
     except TypeError:  # a builtin or C function
         file = None
-    return {"module": getattr(fn, "__module__", None), "qualname": getattr(fn, "__qualname__", repr(fn)), "file": file}
+    record = {"module": getattr(fn, "__module__", None), "qualname": getattr(fn, "__qualname__", repr(fn)), "file": file}
+    owner = builtin_owner(fn, part)
+    if owner is not None:
+        record["builtin_of"] = str(owner)
+    return record
 
 
 def register_recorded_converters(path: str | os.PathLike) -> list[str]:
@@ -245,9 +253,9 @@ def register_recorded_converters(path: str | os.PathLike) -> list[str]:
     lines = []
     for record in json.loads(path.read_text()):
         target = _resolve_op_name(record["target"])
-        converter, why = _load_callable(record["converter"])
-        validator, why_validator = _load_callable(record["validator"]) if record["validator"] else (None, "")
-        name = f"{record['converter']['module']}.{record['converter']['qualname']}"
+        converter, why = _load_callable(record["converter"], "fn")
+        validator, why_validator = _load_callable(record["validator"], "validator") if record["validator"] else (None, "")
+        name = _callable_name(record["converter"])
         if converter is None or (record["validator"] and validator is None):
             lines.append(
                 f"NOT registered: the failure used {name} for {record['target']}, which cannot be imported here "
@@ -259,7 +267,21 @@ def register_recorded_converters(path: str | os.PathLike) -> list[str]:
     return lines
 
 
-def _load_callable(record: dict[str, Any]) -> tuple[Any, str]:
+def _callable_name(record: dict[str, Any]) -> str:
+    if record.get("builtin_of"):
+        return f"trtcheck's own converter of {record['builtin_of']}"
+    return f"{record['module']}.{record['qualname']}"
+
+
+def _load_callable(record: dict[str, Any], part: str) -> tuple[Any, str]:
+    if record.get("builtin_of"):  # a piece of a built-in converter: this process's own one of that op
+        try:
+            owner = builtin_converter(_resolve_op_name(record["builtin_of"]))
+        except Exception as error:  # noqa: BLE001 - an op this torch lacks: say so, as for a file that is gone
+            return None, f"the op {record['builtin_of']} is not known here: {type(error).__name__}: {error}"
+        if owner is None:
+            return None, f"this trtcheck has no built-in converter of {record['builtin_of']}"
+        return getattr(owner, part), ""
     module_name, qualname, file = record["module"], record["qualname"], record["file"]
     if "<locals>" in qualname:
         return None, f"{qualname} is defined inside a function; define it at module level"
