@@ -41,7 +41,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from trtcheck.conversion.ops.trt_onnx_ops import TENSORRT_ONNX_TYPES
 from trtcheck.conversion.origins import onnx_origin
-from trtcheck.engines.precision import FLOAT, PRECISION_TYPES, TORCH_TYPES, TYPE_NAMES, Names, cast, value_infos
+from trtcheck.engines.precision import FLOAT, PRECISION_TYPES, TORCH_TYPES, TYPE_NAMES, Names, captured, cast, value_infos
 from trtcheck.names import resolve_autocast_ops, resolve_fp32_nodes
 from trtcheck.settings import Autocast
 
@@ -114,7 +114,7 @@ def to_mixed_precision(
     new_weights = dict(weights) if weights is not None else None
     initializers = {initializer.name: initializer for initializer in graph.initializer}
     graph_inputs = {value.name for value in graph.input if value.name not in initializers}
-    pinned = {value.name for value in graph.output if value.name in f32} | _captured(graph)  # must stay float32 by name
+    pinned = {value.name for value in graph.output if value.name in f32} | captured(graph)  # must stay float32 by name
 
     # 1. Each node's mode: "low", "fp32" (kept, with why), "acc" (use_fp32_acc), or "as is" (no float32 data).
     policy = autocast_keeps(graph, infos, autocast) if autocast is not None else {}
@@ -284,14 +284,14 @@ def _why_float32(
         return "Settings.fp32_nodes"
     if index in policy:
         return policy[index]
+    allowed = TENSORRT_ONNX_TYPES.get(node.op_type)
+    if allowed is not None and _ONNX_NAMES[low] not in allowed:
+        return f"trtcheck: TensorRT's ONNX parser takes no {_ONNX_NAMES[low]} {node.op_type} (only {', '.join(sorted(allowed))})"
     data = [name for name, kind in zip([*node.input, *node.output], [*positions.inputs, *positions.outputs])
             if kind == "data" and name in f32]
     if not data and not (node.op_type in _DTYPE_OPS and _makes_float32(node)):
         return f"trtcheck: ONNX's {node.op_type} fixes the type of its float32 values"
-    allowed = TENSORRT_ONNX_TYPES.get(node.op_type)
     if allowed is not None:
-        if _ONNX_NAMES[low] not in allowed:
-            return f"trtcheck: TensorRT's ONNX parser takes no {_ONNX_NAMES[low]} {node.op_type} (only {', '.join(sorted(allowed))})"
         return None
     schema = _schema(node.op_type, node.domain, opset)
     low_type = "tensor(float16)" if low == TensorProto.FLOAT16 else "tensor(bfloat16)"
@@ -312,20 +312,6 @@ def _version(mode: str, kind: str) -> str | None:
     if mode == "fp32" or kind == "fixed":
         return F32
     return ROUNDED if mode == "acc" else LOW
-
-
-def _captured(graph: onnx.GraphProto) -> set[str]:
-    """The outer values subgraphs read by name (they must keep their name and type)."""
-    captured: set[str] = set()
-    for node in graph.node:
-        for attribute in node.attribute:
-            subgraphs = [attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else list(attribute.graphs)
-            for subgraph in subgraphs:
-                inner = {v.name for v in subgraph.input} | {i.name for i in subgraph.initializer}
-                inner |= {o for n in subgraph.node for o in n.output}
-                captured |= {i for n in subgraph.node for i in n.input if i and i not in inner}
-                captured |= _captured(subgraph) - inner
-    return captured
 
 
 # ---------------------------------------------------------------------------------------------------------------

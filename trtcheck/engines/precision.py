@@ -38,8 +38,8 @@ does in that dtype. What it does not model: TensorRT's choice of kernels, its la
 conv+bias+relu rounds once, not after each op; this rounds after each ONNX node), and rounding or accumulation
 *inside* a kernel (a MatMul, Conv or ReduceSum here accumulates in float32; a strongly typed TensorRT may accumulate
 an fp16 MatMul in fp16, which ``Settings.use_fp32_acc`` rules out). Values ONNX shape inference cannot type are left
-as they are. Subgraphs (``If``, ``Loop``) are not rewritten, and a model with low-precision values holding one is
-refused (``EngineBuildError``: the segment falls back).
+as they are. Subgraphs (``If``, ``Loop``) are not rewritten: one that computes in or reads a low-precision value is
+refused (``EngineBuildError``: the segment falls back); a mixed-precision graph keeps them float32.
 """
 
 from __future__ import annotations
@@ -141,10 +141,37 @@ def value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
     return infos
 
 
-def has_subgraphs(graph: onnx.GraphProto) -> bool:
-    """True when a node of ``graph`` holds a subgraph (``If``, ``Loop``, ``Scan``)."""
-    kinds = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-    return any(attribute.type in kinds for node in graph.node for attribute in node.attribute)
+def subgraphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:
+    """The subgraphs the nodes of ``graph`` hold (``If``'s branches, ``Loop``'s and ``Scan``'s bodies)."""
+    found = []
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                found.append(attribute.g)
+            elif attribute.type == onnx.AttributeProto.GRAPHS:
+                found.extend(attribute.graphs)
+    return found
+
+
+def captured(graph: onnx.GraphProto) -> set[str]:
+    """The values of ``graph`` its subgraphs read by name (they must keep their name and type)."""
+    names: set[str] = set()
+    for subgraph in subgraphs(graph):
+        inner = {v.name for v in subgraph.input} | {i.name for i in subgraph.initializer} | {o for n in subgraph.node for o in n.output}
+        names |= {i for n in subgraph.node for i in n.input if i and i not in inner}
+        names |= captured(subgraph) - inner
+    return names
+
+
+def _low_inside(graph: onnx.GraphProto) -> bool:
+    """True when a subgraph of ``graph`` types a value float16/bfloat16 (its nodes would compute in it)."""
+    for subgraph in subgraphs(graph):
+        typed = [*subgraph.input, *subgraph.output, *subgraph.value_info]
+        if any(v.type.tensor_type.elem_type in LOW_TYPES for v in typed) or any(i.data_type in LOW_TYPES for i in subgraph.initializer):
+            return True
+        if any(_low_attribute(a) for n in subgraph.node for a in n.attribute) or _low_inside(subgraph):
+            return True
+    return False
 
 
 def cast(node_name: str, source: str, result: str, to: int, doc: str = "") -> onnx.NodeProto:
@@ -209,8 +236,9 @@ def emulate(
     out.CopyFrom(model)
     graph = out.graph
     types = elem_types(out)
-    if has_subgraphs(graph) and any(t in LOW_TYPES for t in types.values()):
-        raise EngineBuildError("precision emulation: a float16/bfloat16 model with subgraphs (If, Loop) is not supported")
+    if subgraphs(graph) and (_low_inside(graph) or any(types.get(name) in LOW_TYPES for name in captured(graph))):
+        raise EngineBuildError("precision emulation: a subgraph (If, Loop) computing in or reading float16/bfloat16 values "
+                               "is not supported")
     names = Names(out)
     new_weights = dict(weights) if weights is not None else None
     reads: dict[str, str] = {}  # low-precision value -> the float32 value its consumers read instead
@@ -301,13 +329,12 @@ def round_tf32(tensor: torch.Tensor) -> torch.Tensor:
     (``tf32_rounding``) rounds eager's matmul and convolution inputs with. Other dtypes are returned as they are."""
     if tensor.dtype != torch.float32:
         return tensor
-    bits = tensor.detach().contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    bits = tensor.detach().view(torch.int32).to(torch.int64) & 0xFFFFFFFF  # elementwise: the tensor's layout is kept
     low_bit = (bits >> _TF32_DROPPED_BITS) & 1
     rounded = (bits + (1 << (_TF32_DROPPED_BITS - 1)) - 1 + low_bit) & ~((1 << _TF32_DROPPED_BITS) - 1)
     special = (bits & 0x7F800000) == 0x7F800000  # inf or NaN: rounding would carry into the sign
     rounded = torch.where(special, bits, rounded)
-    rounded = torch.where(rounded >= 2**31, rounded - 2**32, rounded).to(torch.int32)
-    return rounded.view(torch.float32).reshape(tensor.shape)
+    return torch.where(rounded >= 2**31, rounded - 2**32, rounded).to(torch.int32).view(torch.float32)
 
 
 def _tf32_array(array: np.ndarray) -> np.ndarray:
@@ -437,9 +464,12 @@ _TF32_FACTORS: dict[Any, frozenset[int]] = {
     _aten.mm.default: frozenset({0, 1}), _aten.bmm.default: frozenset({0, 1}), _aten.addmm.default: frozenset({1, 2}),
     _aten.baddbmm.default: frozenset({1, 2}), _aten.convolution.default: frozenset({0, 1}),
     _aten.dot.default: frozenset({0, 1}), _aten.mv.default: frozenset({0, 1}), _aten.addmv.default: frozenset({1, 2}),
+    _aten._scaled_dot_product_flash_attention_for_cpu.default: frozenset({0, 1, 2}),
 }
 """The ATen ops eager's float32 matmuls and convolutions reach on the CPU (``linear`` and ``matmul`` dispatch to these)
--> the arguments that are their factors (not ``addmm``'s bias)."""
+-> the arguments that are their factors (not ``addmm``'s bias). CPU attention is one fused kernel: its query, key and
+value are rounded, its probabilities (the second product's other factor) cannot be, so that yardstick is a little
+closer to float64 than a TF32 engine's decomposed attention."""
 
 
 @contextlib.contextmanager
