@@ -379,19 +379,29 @@ def key(**changes):
         {"builder": BuilderOptions("fp16").key({"a": ShapeRange.static((2, 3))})},
         {"builder": BuilderOptions("bf16").key({"a": ShapeRange.static((2, 3))})},
         {"builder": BuilderOptions(tf32=True).key({"a": ShapeRange.static((2, 3))})},
-        {"builder": BuilderOptions("fp16", fp32_nodes=("erf",)).key({"a": ShapeRange.static((2, 3))})},
-        {"builder": BuilderOptions("fp16", use_fp32_acc=True).key({"a": ShapeRange.static((2, 3))})},
-        {"builder": BuilderOptions("fp16", autocast=Autocast()).key({"a": ShapeRange.static((2, 3))})},
         {"builder": BuilderOptions(workspace_size=1 << 31).key({"a": ShapeRange.static((2, 3))})},
         {"builder": BuilderOptions().key({"a": ShapeRange((1, 3), (2, 3), (4, 3))})},
         {"builder": BuilderOptions().key({"b": ShapeRange.static((2, 3))})},
     ],
-    ids=["onnx", "version", "device", "capability", "fp16", "bf16", "tf32", "fp32_nodes", "use_fp32_acc", "autocast",
-         "workspace", "profile", "input name"],
+    ids=["onnx", "version", "device", "capability", "fp16", "bf16", "tf32", "workspace", "profile", "input name"],
 )
 def test_every_component_changes_the_key(change):
     assert key().digest == key().digest
     assert key(**change).digest != key().digest
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"fp32_nodes": ("erf",)}, {"use_fp32_acc": True}, {"autocast": Autocast()}, {"autocast": Autocast(max_depth_of_reduction=64)},
+     {"tf32": True}],
+    ids=["fp32_nodes", "use_fp32_acc", "autocast", "autocast rule", "tf32"],
+)
+def test_every_fp16_builder_setting_changes_the_key(change):
+    """Against an fp16 key alike in all else: the settings that shape the precision graph are in the key themselves
+    (the graph's digest is too), so that an entry says what it was built for."""
+    fp16 = {"builder": BuilderOptions("fp16").key({"a": ShapeRange.static((2, 3))})}
+    changed = {"builder": BuilderOptions("fp16", **change).key({"a": ShapeRange.static((2, 3))})}
+    assert key(**fp16).digest != key(**changed).digest
 
 
 def test_the_cache_directory_setting_env_and_default(monkeypatch, tmp_path):
