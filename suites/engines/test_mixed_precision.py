@@ -189,6 +189,18 @@ def test_attributes_that_make_float32_values_are_retargeted():
     assert y.tolist() == [3.0, 6.0, float("inf")]  # 70000 is inf in fp16 already
 
 
+def test_weights_beyond_fp16s_range_are_clamped_as_autocast_clamps_them():
+    """A mask constant of finfo(float32).min and a 1e5 weight become -+65504 in fp16 (AutoCast's and TensorRT 10's FP16
+    weight conversion), infinities stay infinite; bf16 has float32's range: nothing to clamp."""
+    values = torch.tensor([1e5, -3.4e38, float("-inf"), 1.0])
+    nodes = [node("Add", ["x", "w"], ["y"], "add", "aten.add.Tensor")]
+    model = model_of(nodes, [vi("x", F32, (4,))], [vi("y", F32, (4,))], [numpy_helper.from_array(values.numpy(), "w")])
+    (w,) = to_mixed_precision(model, "fp16").model.graph.initializer
+    assert numpy_helper.to_array(w).astype("float32").tolist() == [65504.0, -65504.0, float("-inf"), 1.0]
+    (w,) = to_mixed_precision(model, "bf16").model.graph.initializer
+    assert torch.frombuffer(bytearray(w.raw_data), dtype=torch.bfloat16).float().tolist() == values.bfloat16().float().tolist()
+
+
 def test_a_weight_held_by_reference_is_converted_in_the_mapping():
     x, y = TensorSpec("x", (4, 4), torch.float32), TensorSpec("y", (4, 4), torch.float32)
     graph = helper.make_graph([node("MatMul", ["x", "w"], ["y"], "mm", "aten.mm.default")], "segment",

@@ -5,8 +5,9 @@ precisions): every network is strongly typed, so a reduced precision must be wri
 build, as NVIDIA's ModelOpt AutoCast and Torch-TensorRT's Autocast do. ``precision_graph`` writes it:
 
 - **float32 values between nodes become the low type**: every node not kept in float32 reads and writes fp16/bf16
-  (its float32 weights converted once, here; a ``Constant``'s value, a ``ConstantOfShape`` value, a ``Cast``'s ``to``
-  and a ``dtype`` attribute retargeted);
+  (its float32 weights converted once, here, finite values beyond fp16's range clamped to +-65504 as AutoCast does:
+  ``to_low``; a ``Constant``'s value, a ``ConstantOfShape`` value, a ``Cast``'s ``to`` and a ``dtype`` attribute
+  retargeted);
 - **the engine's I/O keeps its dtypes**: a float32 graph input is read through a ``Cast`` to the low type, a float32
   graph output is written through a ``Cast`` back (``keep_io_types``, as the segment's specs demand);
 - **nodes kept in float32** read float32 (a ``Cast`` back from the low type where their input was low) and write
@@ -45,7 +46,7 @@ from trtcheck.engines.precision import FLOAT, PRECISION_TYPES, TORCH_TYPES, TYPE
 from trtcheck.names import resolve_autocast_ops, resolve_fp32_nodes
 from trtcheck.settings import Autocast
 
-__all__ = ["MixedPrecision", "autocast_keeps", "precision_graph", "to_mixed_precision"]
+__all__ = ["MixedPrecision", "autocast_keeps", "precision_graph", "to_low", "to_mixed_precision"]
 
 KeepFp32 = Callable[[str, str], bool]
 """Whether a node stays in float32, asked with its fx node name and ATen target (``names.Fp32Nodes``)."""
@@ -406,18 +407,33 @@ def _convertible(initializer: onnx.TensorProto, weights: Mapping[str, torch.Tens
 
 
 def _convert_initializer(initializer: onnx.TensorProto, low: int, weights: dict[str, torch.Tensor] | None) -> None:
-    """A float32 initializer (or the tensor of its placeholder, in ``weights``) converted to ``low``, rounding to nearest."""
+    """A float32 initializer (or the tensor of its placeholder, in ``weights``) converted to ``low`` (``to_low``)."""
     if initializer.data_location == TensorProto.EXTERNAL:
         assert weights is not None
-        weights[initializer.name] = weights[initializer.name].detach().to(TORCH_TYPES[low]).contiguous()
+        weights[initializer.name] = to_low(weights[initializer.name].detach(), low).contiguous()
         initializer.data_type = low
         return
     initializer.CopyFrom(_low_tensor(numpy_helper.to_array(initializer), initializer.name, low))
 
 
+_FP16_MAX = float(torch.finfo(torch.float16).max)
+
+
+def to_low(tensor: torch.Tensor, low: int) -> torch.Tensor:
+    """A float32 weight or constant in ``low``, rounded to nearest even; in fp16, finite values beyond its range are
+    clamped to +-65504 (as ModelOpt AutoCast does, and TensorRT 10 did converting weights for ``BuilderFlag.FP16``:
+    a mask constant of ``finfo(float32).min`` stays a large negative number, not -inf); infinities stay infinite (AutoCast
+    clips them too). Unlike AutoCast, a nonzero value below fp16's smallest subnormal rounds to zero (AutoCast replaces
+    it with +6e-8, whatever its sign)."""
+    tensor = tensor.to(torch.float32)
+    if low == TensorProto.FLOAT16:
+        tensor = torch.where(tensor.isinf(), tensor, tensor.clamp(-_FP16_MAX, _FP16_MAX))
+    return tensor.to(TORCH_TYPES[low])
+
+
 def _low_tensor(array: np.ndarray, name: str, low: int) -> onnx.TensorProto:
-    """``array`` (float32) as a TensorProto of ``low``, rounded to nearest even (torch's conversion; numpy has no bf16)."""
-    tensor = torch.from_numpy(np.array(array, dtype=np.float32)).to(TORCH_TYPES[low])  # a copy: writable
+    """``array`` (float32) as a TensorProto of ``low`` (``to_low``; torch converts: numpy has no bfloat16)."""
+    tensor = to_low(torch.from_numpy(np.array(array, dtype=np.float32)), low)  # a copy: writable
     proto = onnx.TensorProto()
     proto.name = name
     proto.data_type = low
