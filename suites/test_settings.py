@@ -212,7 +212,7 @@ BAD_SETTINGS = {
     "tf32_str": (lambda: Settings(tf32="yes"), r"tf32 must be True or False, got 'yes' \(str\)"),
     "use_fp32_acc_int": (lambda: Settings(precision="fp16", use_fp32_acc=1), r"use_fp32_acc must be True or False, got 1 \(int\)"),
     "use_fp32_acc_at_fp32": (
-        lambda: Settings(use_fp32_acc=True), r"use_fp32_acc=True keeps nodes or sums in float32 .*set precision='fp16'",
+        lambda: Settings(use_fp32_acc=True), r"use_fp32_acc=True keeps matmul sums in float32 .*set precision='fp16'",
     ),
     "autocast_at_fp32": (lambda: Settings(autocast="torch_tensorrt"), r"autocast='torch_tensorrt' .*precision is 'fp32'"),
     "autocast_unknown_name": (

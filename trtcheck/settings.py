@@ -238,12 +238,12 @@ class Settings:
                     "fp32_nodes entries must be node names of the lowered graph (like 'native_layer_norm') or op "
                     f"names (like 'aten::native_layer_norm'), got {_describe_entry(spec)}"
                 )
-        for name, value, given in (("fp32_nodes", list(self.fp32_nodes), bool(self.fp32_nodes)),
-                                   ("use_fp32_acc", self.use_fp32_acc, self.use_fp32_acc is True),
-                                   ("autocast", self.autocast, self.autocast is not None)):
+        for name, value, given, what in (("fp32_nodes", list(self.fp32_nodes), bool(self.fp32_nodes), "nodes"),
+                                         ("use_fp32_acc", self.use_fp32_acc, self.use_fp32_acc is True, "matmul sums"),
+                                         ("autocast", self.autocast, self.autocast is not None, "nodes")):
             if given and self.precision == "fp32":
                 raise SettingsError(
-                    f"{name}={value!r} keeps nodes or sums in float32 under a reduced precision, but precision is 'fp32' "
+                    f"{name}={value!r} keeps {what} in float32 under a reduced precision, but precision is 'fp32' "
                     f"(every node is float32 already): set precision='fp16' or 'bf16', or drop {name}"
                 )
         for spec in self.torch_executed_modules:
