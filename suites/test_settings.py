@@ -13,6 +13,7 @@ import torch
 import trtcheck
 from trtcheck import ReasonKind, Settings, Target
 from trtcheck.names import ModuleMatcher, module_stack
+from trtcheck.settings import AUTOCAST_POLICIES, Autocast
 
 
 class Block(torch.nn.Module):
@@ -207,6 +208,41 @@ BAD_SETTINGS = {
         r"'Tanh' is a module class of this model \(1 instance\(s\): 'spare'\).*never calls",
     ),
     "modules_one_of_two_never_called": (lambda: Settings(torch_executed_modules=["blocks", "unused"]), r"'unused' is a submodule"),
+    # TensorRT 11's precision settings (issue 40)
+    "tf32_str": (lambda: Settings(tf32="yes"), r"tf32 must be True or False, got 'yes' \(str\)"),
+    "use_fp32_acc_int": (lambda: Settings(precision="fp16", use_fp32_acc=1), r"use_fp32_acc must be True or False, got 1 \(int\)"),
+    "use_fp32_acc_at_fp32": (
+        lambda: Settings(use_fp32_acc=True), r"use_fp32_acc=True keeps matmul sums in float32 .*set precision='fp16'",
+    ),
+    "autocast_at_fp32": (lambda: Settings(autocast="torch_tensorrt"), r"autocast='torch_tensorrt' .*precision is 'fp32'"),
+    "autocast_unknown_name": (
+        lambda: Settings(precision="fp16", autocast="modelopt"), r"autocast must be None, a policy name \('torch_tensorrt'\)",
+    ),
+    "autocast_bad_regex": (
+        lambda: Settings(precision="fp16", autocast=Autocast(excluded_nodes=("(",))), r"excluded_nodes: '\(' is not a regular expression",
+    ),
+    "autocast_nodes_string": (
+        lambda: Settings(precision="fp16", autocast=Autocast(excluded_nodes="relu")),
+        r"excluded_nodes must be a list of strings, got 'relu'",
+    ),
+    "autocast_threshold": (
+        lambda: Settings(precision="fp16", autocast=Autocast(max_output_threshold=0)), r"max_output_threshold must be a number > 0 or None",
+    ),
+    "autocast_depth": (
+        lambda: Settings(precision="fp16", autocast=Autocast(max_depth_of_reduction=-1)), r"max_depth_of_reduction must be an int >= 0",
+    ),
+    "autocast_calibration": (
+        lambda: Settings(precision="fp16", autocast=Autocast(calibration={"relu": "big"})), r"calibration entries must be node name",
+    ),
+    "autocast_op_typo": (
+        lambda: Settings(precision="fp16", autocast=Autocast(excluded_ops=("aten::rleu",))), r"unknown op 'aten::rleu'.*aten::relu",
+    ),
+    "autocast_op_not_an_op": (
+        lambda: Settings(precision="fp16", autocast=Autocast(excluded_ops=("relu",))), r"excluded_ops entries are op names",
+    ),
+    "autocast_unknown_field": (
+        lambda: Settings(precision="fp16", autocast={"threshold": 3}), r"autocast has no field\(s\) 'threshold'",
+    ),
 }
 
 
@@ -215,3 +251,17 @@ def test_bad_settings_are_a_settings_error_naming_the_fix(net, make, message):
     model, inputs = net
     with pytest.raises(trtcheck.SettingsError, match=message):
         trtcheck.partition(model, inputs, settings=make(), support=everything)
+
+
+def test_precision_settings_round_trip_through_json_as_a_repro_writes_them():
+    """A repro's settings.json is ``dataclasses.asdict`` of the Settings: an Autocast reads back as the same policy."""
+    import dataclasses
+    import json
+
+    settings = Settings(precision="fp16", use_fp32_acc=True, tf32=True,
+                        autocast=Autocast(excluded_nodes=("^conv",), excluded_ops=("aten.softmax.int",), calibration={"add": 700.0}))
+    again = Settings(**json.loads(json.dumps(dataclasses.asdict(settings))))
+    assert again == settings and isinstance(again.autocast, Autocast)
+    assert Settings.coerce(again) is again
+    assert Autocast.of("torch_tensorrt") is AUTOCAST_POLICIES["torch_tensorrt"] == Autocast()
+    assert Autocast().max_output_threshold == 512.0 and Autocast().max_depth_of_reduction is None  # Torch-TensorRT's defaults

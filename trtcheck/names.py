@@ -19,7 +19,7 @@ import torch
 import torch.fx
 
 from trtcheck.errors import SettingsError
-from trtcheck.settings import Settings
+from trtcheck.settings import Autocast, Settings
 
 OpSpec = str | torch._ops.OpOverload | torch._ops.OpOverloadPacket
 
@@ -335,10 +335,24 @@ def _never_called(spec: str, targets: list[str], table: _ModuleTable) -> Setting
     )
 
 
+def resolve_autocast_ops(specs: Iterable[str]) -> Fp32Nodes:
+    """``Autocast.excluded_ops`` resolved as ``fp32_nodes`` resolves its op entries (a typo suggests the nearest real
+    names); Torch-TensorRT's spelling ``"torch.ops.aten.flatten.using_ints"`` is accepted too."""
+    ops = [spec.removeprefix("torch.ops.") for spec in specs]
+    for spec in ops:
+        if not is_op_name(spec):
+            raise SettingsError(f"Autocast.excluded_ops entries are op names like 'aten::softmax' or 'aten.flatten.using_ints', "
+                                f"got {spec!r}; keep a node by its name with Autocast.excluded_nodes or Settings.fp32_nodes")
+    return resolve_fp32_nodes(ops)
+
+
 def checked_settings(settings: Settings | None) -> Settings:
     """``Settings.coerce(settings)`` with its op names resolved: what ``partition``, ``compile`` and ``verify``
     call first, so a bad value or an unknown op fails before anything is lowered."""
     settings = Settings.coerce(settings)
     resolve_ops(settings.torch_executed_ops)
     resolve_fp32_nodes(settings.fp32_nodes)
+    policy = Autocast.of(settings.autocast)
+    if policy is not None:
+        resolve_autocast_ops(policy.excluded_ops)
     return settings

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -17,6 +19,91 @@ from typing import Any, Literal
 from trtcheck.errors import SettingsError, UnknownSettingError
 
 SEGMENTATIONS = ("naive", "dependency_aware", "optimal")
+
+
+@dataclass(frozen=True)
+class Autocast:
+    """Torch-TensorRT's rule-based Autocast (``torch_tensorrt.compile(enable_autocast=True, ...)``, its
+    ``nodeclassifier``) as a policy that keeps more nodes in float32 under ``precision="fp16"``/``"bf16"``, so that
+    trtcheck verifies the engine a Torch-TensorRT user of those settings deploys. A node stays in float32 when any rule
+    holds (the engine applies them to the segment's ONNX nodes by the fx node each came from:
+    ``trtcheck.engines.mixed_precision``):
+
+    - ``excluded_nodes``: regular expressions ``re.match``-ed against the lowered graph's node name (Torch-TensorRT
+      matches the innermost module path of the node's ``nn_module_stack``, which trtcheck's ONNX does not record);
+    - ``excluded_ops``: ATen op names (``"aten.flatten.using_ints"``, ``"aten::softmax"``, or Torch-TensorRT's
+      ``"torch.ops.aten.flatten.using_ints"``), as ``Settings.fp32_nodes`` matches ops;
+    - ``max_output_threshold`` (Torch-TensorRT's default 512): the node reads or produces a value whose largest
+      magnitude in ``calibration`` exceeds it. ``calibration`` maps node names of the lowered graph to the largest
+      ``|value|`` each produced on calibration data (Torch-TensorRT's ``autocast_calibration_dataloader``); without
+      it, as in Torch-TensorRT without a data loader, this rule keeps nothing;
+    - ``max_depth_of_reduction`` (default None: off): a convolution (``in_channels / groups`` times the kernel's
+      volume), matmul, mm, bmm, dot or mv (the reduced dimension) or scaled-dot-product attention (the hidden size)
+      reducing over more elements than this. Like Torch-TensorRT, ``aten.addmm`` (``nn.Linear``) is not counted.
+    """
+
+    excluded_nodes: tuple[str, ...] = ()
+    excluded_ops: tuple[str, ...] = ()
+    max_output_threshold: float | None = 512.0
+    max_depth_of_reduction: int | None = None
+    calibration: Mapping[str, float] | None = None
+
+    @classmethod
+    def of(cls, value: Any) -> Autocast | None:
+        """``Settings.autocast`` as a policy: None, a named policy (``AUTOCAST_POLICIES``), an ``Autocast``, or the
+        mapping of its fields that ``dataclasses.asdict`` gives (a repro's ``settings.json`` reads back)."""
+        if value is None or isinstance(value, Autocast):
+            return value
+        if isinstance(value, str) and value in AUTOCAST_POLICIES:
+            return AUTOCAST_POLICIES[value]
+        if isinstance(value, Mapping):
+            known = {f.name for f in fields(cls)}
+            unknown = sorted(str(key) for key in value if key not in known)
+            if unknown:
+                raise SettingsError(f"autocast has no field(s) {', '.join(map(repr, unknown))}; its fields are {', '.join(sorted(known))}")
+            values = dict(value)
+            for name in ("excluded_nodes", "excluded_ops"):
+                if isinstance(values.get(name), (list, tuple, set, frozenset)):
+                    values[name] = tuple(values[name])
+            return cls(**values)
+        names = ", ".join(map(repr, AUTOCAST_POLICIES))
+        raise SettingsError(
+            f"autocast must be None, a policy name ({names}) or a trtcheck.settings.Autocast(...), got {value!r} ({type(value).__name__})"
+        )
+
+    def validate(self) -> None:
+        """Raise ``SettingsError`` for a field that cannot mean what was intended (regexes compile, numbers are numbers)."""
+        for name in ("excluded_nodes", "excluded_ops"):
+            value = getattr(self, name)
+            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):
+                raise SettingsError(f"Autocast.{name} must be a list of strings, got {value!r}: write [{value!r}]"
+                                    if isinstance(value, str) else f"Autocast.{name} must be a list of strings, got {value!r}")
+            for entry in value:
+                if not isinstance(entry, str) or not entry:
+                    raise SettingsError(f"Autocast.{name} entries must be non-empty strings, got {entry!r}")
+        for pattern in self.excluded_nodes:
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise SettingsError(f"Autocast.excluded_nodes: {pattern!r} is not a regular expression ({error})") from None
+        threshold = self.max_output_threshold
+        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not threshold > 0):
+            raise SettingsError(f"Autocast.max_output_threshold must be a number > 0 or None, got {threshold!r}")
+        depth = self.max_depth_of_reduction
+        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
+            raise SettingsError(f"Autocast.max_depth_of_reduction must be an int >= 0 or None (off), got {depth!r}")
+        if self.calibration is not None:
+            if not isinstance(self.calibration, Mapping):
+                raise SettingsError(f"Autocast.calibration must map node names to their largest |value|, got {self.calibration!r}")
+            for key, magnitude in self.calibration.items():
+                bad = isinstance(magnitude, bool) or not isinstance(magnitude, (int, float)) or math.isnan(magnitude)
+                if not isinstance(key, str) or bad:
+                    raise SettingsError(f"Autocast.calibration entries must be node name -> largest |value|, got {key!r}: {magnitude!r}")
+
+
+AUTOCAST_POLICIES: dict[str, Autocast] = {"torch_tensorrt": Autocast()}
+"""Named ``Settings.autocast`` policies: ``"torch_tensorrt"`` is Torch-TensorRT's ``enable_autocast`` with its defaults
+(no exclusions, output threshold 512 on calibration data, no reduction-depth limit)."""
 
 
 @dataclass
@@ -35,17 +122,32 @@ class Settings:
             ``"optimal"`` (the fewest segments the graph's dependencies allow, then the fewest bytes crossing
             boundaries; never more segments than ``"dependency_aware"``: ``trtcheck.partitioning.optimal``).
         require_full_compilation: demand exactly one TensorRT segment, or fail naming what prevents it.
-        precision: what engines compute in: ``"fp32"`` (default: TensorRT builds the network strongly
-            typed, every tensor keeps the ONNX model's dtype), ``"fp16"`` or ``"bf16"`` (TensorRT may pick
-            kernels of that precision for float32 layers, so results round like that dtype; ONNX Runtime runs
-            the segment rewritten to round every float tensor between nodes to it: ``trtcheck.engines.precision``).
+        precision: what engines compute in: ``"fp32"`` (default: every tensor keeps the ONNX model's dtype),
+            ``"fp16"`` or ``"bf16"``. TensorRT 11 has no precision flags (every network is strongly typed), so a
+            reduced precision lives in the segment's ONNX model itself: float weights and the float tensors between
+            nodes in that type, a Cast at each engine boundary (inputs and outputs keep their dtypes), the nodes kept
+            in float32 (``fp32_nodes``, ``autocast``, the ops TensorRT has no such kernel for) with Casts around them
+            (``trtcheck.engines.mixed_precision``). TensorRT builds that graph and ONNX Runtime runs the same graph,
+            computing its low-precision nodes in float32 and rounding after each (``trtcheck.engines.precision``).
             ``verify`` then judges outputs against eager's own error at that precision.
         fp32_nodes: under ``precision="fp16"``/``"bf16"``, the nodes kept in float32 (the layers whose range or
             accumulation the reduced precision breaks: a LayerNorm's variance, a masked softmax), by the lowered
             graph's node name (``"native_layer_norm"``, as ``Partition.explain`` lists them) or by op name
-            (``"aten::native_layer_norm"``: every node calling it). TensorRT gets a per-layer precision constraint
-            (``BuilderFlag.OBEY_PRECISION_CONSTRAINTS``); ONNX Runtime's emulation leaves their outputs unrounded.
-            ``trtcheck precision MODEL --precision fp16`` searches for such a set.
+            (``"aten::native_layer_norm"``: every node calling it). Their ONNX nodes stay float32 in the segment's
+            graph, with Casts from and to the reduced precision around them; ``trtcheck precision MODEL --precision
+            fp16`` searches for such a set.
+        use_fp32_acc: under ``precision="fp16"``/``"bf16"``, every MatMul and Gemm reads its inputs in the reduced
+            precision, multiplies and accumulates in float32 and casts its result back (Torch-TensorRT's
+            ``use_fp32_acc``: a strongly typed TensorRT may accumulate fp16 matmuls in fp16 otherwise).
+        autocast: under ``precision="fp16"``/``"bf16"``, a rule-based choice of more nodes to keep in float32:
+            ``"torch_tensorrt"`` (Torch-TensorRT's ``enable_autocast`` rules with its defaults) or an ``Autocast``
+            (its exclusions, output threshold and reduction depth), so that a run verifies what Torch-TensorRT's
+            Autocast would build. None (default): only ``fp32_nodes``.
+        tf32: float32 MatMul, Gemm and convolutions multiply TF32 values (8-bit exponent, 10-bit mantissa, rounded
+            to nearest even) and accumulate in float32, as TensorRT does when ``BuilderFlag.TF32`` is set (its
+            default, and Torch-TensorRT's: ``disable_tf32=False``). False (default): TensorRT's TF32 flag is cleared.
+            ONNX Runtime emulates it (``trtcheck.engines.precision.emulate_tf32``); ``verify`` judges it like a
+            reduced precision (unit roundoff ``2**-11``: ``trtcheck.engines.precision.unit_roundoff``).
         workspace_size: the TensorRT builder's workspace limit in bytes (default 1 GiB); 0 leaves
             TensorRT's own default (the device's memory).
         engine_cache: reuse TensorRT engines built earlier for the same ONNX, TensorRT version, device
@@ -61,9 +163,16 @@ class Settings:
     require_full_compilation: bool = False
     precision: Literal["fp32", "fp16", "bf16"] = "fp32"
     fp32_nodes: Sequence[str] = field(default_factory=list)
+    use_fp32_acc: bool = False
+    autocast: Autocast | str | Mapping[str, Any] | None = None
+    tf32: bool = False
     workspace_size: int = 1 << 30
     engine_cache: bool = True
     engine_cache_dir: str | os.PathLike | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.autocast, Mapping):  # a repro's settings.json: the fields dataclasses.asdict gave
+            self.autocast = Autocast.of(self.autocast)
 
     @classmethod
     def coerce(cls, settings: Any) -> Settings:
@@ -129,11 +238,14 @@ class Settings:
                     "fp32_nodes entries must be node names of the lowered graph (like 'native_layer_norm') or op "
                     f"names (like 'aten::native_layer_norm'), got {_describe_entry(spec)}"
                 )
-        if self.fp32_nodes and self.precision == "fp32":
-            raise SettingsError(
-                f"fp32_nodes={list(self.fp32_nodes)!r} keeps nodes in float32 under a reduced precision, but precision "
-                "is 'fp32' (every node is float32 already): set precision='fp16' or 'bf16', or drop fp32_nodes"
-            )
+        for name, value, given, what in (("fp32_nodes", list(self.fp32_nodes), bool(self.fp32_nodes), "nodes"),
+                                         ("use_fp32_acc", self.use_fp32_acc, self.use_fp32_acc is True, "matmul sums"),
+                                         ("autocast", self.autocast, self.autocast is not None, "nodes")):
+            if given and self.precision == "fp32":
+                raise SettingsError(
+                    f"{name}={value!r} keeps {what} in float32 under a reduced precision, but precision is 'fp32' "
+                    f"(every node is float32 already): set precision='fp16' or 'bf16', or drop {name}"
+                )
         for spec in self.torch_executed_modules:
             if not isinstance(spec, str):
                 raise SettingsError(
@@ -160,6 +272,13 @@ def _validate_engine_settings(settings: Settings) -> None:
             f"workspace_size must be a number of bytes >= 0 (0: TensorRT's default), got {size!r} "
             f"({type(size).__name__}); e.g. workspace_size=2 << 30 for 2 GiB"
         )
+    for name in ("use_fp32_acc", "tf32"):
+        value = getattr(settings, name)
+        if not isinstance(value, bool):
+            raise SettingsError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+    policy = Autocast.of(settings.autocast)
+    if policy is not None:
+        policy.validate()
     if not isinstance(settings.engine_cache, bool):
         raise SettingsError(
             f"engine_cache must be True or False, got {settings.engine_cache!r} ({type(settings.engine_cache).__name__})"

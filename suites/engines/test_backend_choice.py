@@ -37,7 +37,7 @@ def no_tensorrt(monkeypatch):
 @pytest.fixture
 def fake_tensorrt(monkeypatch):
     module = types.ModuleType("tensorrt")
-    module.__version__ = "10.99.0"
+    module.__version__ = "11.1.0.106"
     monkeypatch.setitem(sys.modules, "tensorrt", module)
 
 
@@ -104,7 +104,7 @@ def test_auto_picks_tensorrt_where_it_can_run(fake_tensorrt, fake_cuda):
     assert resolve_backend("auto") == "tensorrt"
     text = describe_backend("auto")
     assert text.startswith("engine backend: tensorrt (auto: TensorRT and a CUDA device are present)\n")
-    assert text.endswith("tensorrt 10.99.0; device: cuda:0 Fake GPU (CUDA 13.0)")
+    assert text.endswith("tensorrt 11.1.0.106; device: cuda:0 Fake GPU (CUDA 13.0)")
 
 
 def test_explicit_choice_says_so():

@@ -39,8 +39,10 @@ def no_tensorrt(monkeypatch):
 
 @pytest.fixture
 def fake_tensorrt(monkeypatch):
-    """Pretend the ``tensorrt`` package is importable (it never is on this CPU-only machine)."""
-    monkeypatch.setitem(sys.modules, "tensorrt", types.ModuleType("tensorrt"))
+    """Pretend the ``tensorrt`` package (of a supported version) is importable (it never is on this CPU-only machine)."""
+    module = types.ModuleType("tensorrt")
+    module.__version__ = "11.1.0.106"
+    monkeypatch.setitem(sys.modules, "tensorrt", module)
 
 
 def test_both_backends_registered():

@@ -1,12 +1,13 @@
-"""The TensorRT backend, driven against a fake ``tensorrt`` module.
+"""The TensorRT backend, driven against a fake ``tensorrt`` module modelling TensorRT 11.1.
 
-MOCK: TensorRT cannot be installed on these machines (its wheels download from an unreachable host) and
-needs a CUDA GPU, so every test here injects ``fake_tensorrt.make_module()`` as ``sys.modules["tensorrt"]``
-and replaces ``TensorRTEngine.cuda`` (torch's CUDA queries) with a fake device that is the CPU. The fake
-implements TensorRT 10's documented Python API and computes with ONNX Runtime on the memory bound to each
-tensor name. What these tests prove is trtcheck's side: settings -> builder config, shape specs -> profile,
-cache keys and invalidation, binding by name, dtypes, and the fallback on a parser refusal. Whether real
-TensorRT behaves as documented is for ``suites/engines/test_tensorrt_gpu.py`` (marked ``tensorrt``, skipped here).
+MOCK: TensorRT's builder and parser need a CUDA GPU and the full TensorRT wheels, so every test here injects
+``fake_tensorrt.make_module()`` as ``sys.modules["tensorrt"]`` and replaces ``TensorRTEngine.cuda`` (torch's CUDA
+queries) with a fake device that is the CPU. The fake offers TensorRT 11.1's Python API and nothing it lacks (checked
+against the real API by ``test_fake_tensorrt_conformance.py``) and computes with ONNX Runtime on the memory bound to
+each tensor name. What these tests prove is trtcheck's side: settings -> precision graph and builder config (strongly
+typed, no weak typing call), shape specs -> profile, cache keys and invalidation, binding by name, dtypes, the
+version range, and the fallback on a parser refusal. Whether real TensorRT behaves as documented is for
+``suites/engines/test_tensorrt_gpu.py`` (marked ``tensorrt``, skipped here).
 """
 
 from __future__ import annotations
@@ -14,25 +15,37 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import subprocess
 import sys
+import textwrap
+import types
 from pathlib import Path
 
+import onnx
 import pytest
 import torch
-from onnx import helper
+from onnx import TensorProto, helper
 
 import trtcheck
 from suites.engines import fake_tensorrt
 from trtcheck import dtypes
-from trtcheck.engines import EngineBuildError, TensorRTEngine, TensorSpec, build_engine
+from trtcheck.engines import EngineBuildError, TensorRTEngine, TensorSpec, build_engine, resolve_backend
 from trtcheck.engines.cache import (
     CACHE_DIR_ENV,
     CacheKey,
     EngineCache,
     default_cache_dir,
 )
-from trtcheck.engines.tensorrt import BuilderOptions, CudaRuntime, ShapeRange, optimization_profile, shape_ranges
-from trtcheck.errors import ParserRefusedError, SettingsError
+from trtcheck.engines.tensorrt import (
+    BuilderOptions,
+    CudaRuntime,
+    ShapeRange,
+    optimization_profile,
+    shape_ranges,
+    unsupported_version,
+)
+from trtcheck.errors import BackendUnavailableError, ParserRefusedError, SettingsError
+from trtcheck.settings import Autocast
 
 A = TensorSpec("a", (2, 3), torch.float32)
 B = TensorSpec("b", (2, 3), torch.float32)
@@ -146,38 +159,106 @@ def test_the_profile_sets_min_opt_max_per_input(trt):
     builder = trt.Builder(trt.Logger())
     ranges = {"a": ShapeRange.static((2, 3)), "x": ShapeRange((1, 3), (8, 3), (32, 3))}
     profile = optimization_profile(builder, ranges)
-    assert profile.shapes == {"a": ((2, 3), (2, 3), (2, 3)), "x": ((1, 3), (8, 3), (32, 3))}
+    assert profile.get_shape("a") == [(2, 3), (2, 3), (2, 3)] and profile.get_shape("x") == [(1, 3), (8, 3), (32, 3)]
 
 
 def test_the_engine_builds_one_profile_from_its_specs(trt, sub_model):
     TensorRTEngine(sub_model, [A, B], [OUT])
-    (config,) = trt.state.configs
-    assert [p.shapes for p in config.profiles] == [{"a": ((2, 3),) * 3, "b": ((2, 3),) * 3}]
+    (config,), (profiles,) = trt.state.configs, trt.state.profiles
+    assert config.num_optimization_profiles == 1
+    assert [[p.get_shape(name) for name in "ab"] for p in profiles] == [[[(2, 3)] * 3, [(2, 3)] * 3]]
 
 
 # -- builder settings ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("precision", "flags", "strongly_typed"),
-    [("fp32", set(), True), ("fp16", {"FP16", "TF32"}, False), ("bf16", {"BF16", "TF32"}, False)],
-)
-def test_precision_sets_the_builder_flag_and_typing(trt, sub_model, precision, flags, strongly_typed):
+def float_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Each computing node's float element types (inputs and outputs), by node name: what a strongly typed network computes."""
+    inferred = onnx.shape_inference.infer_shapes(model).graph
+    known = {v.name: v.type.tensor_type.elem_type for v in [*inferred.value_info, *inferred.input, *inferred.output]}
+    known.update({i.name: i.data_type for i in inferred.initializer})
+    floats = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16}
+    return {node.name: {known[v] for v in [*node.input, *node.output] if known.get(v) in floats}
+            for node in model.graph.node if node.op_type != "Cast"}
+
+
+@pytest.mark.parametrize(("precision", "low"), [("fp32", TensorProto.FLOAT), ("fp16", TensorProto.FLOAT16), ("bf16", TensorProto.BFLOAT16)])
+def test_every_precision_builds_strongly_typed_from_its_graph(trt, sub_model, precision, low):
+    """TensorRT 11 has no FP16/BF16 builder flags: the network is strongly typed (STRONGLY_TYPED, 11.1's value 0) and
+    the precision is the parsed graph's: the Sub computes in ``low`` between Casts that keep the engine's float32 I/O."""
     settings = trtcheck.Settings(precision=precision, workspace_size=123 << 20)
-    build_engine(sub_model, [A, B], [OUT], backend="tensorrt", settings=settings)
-    (config,), (network, *_) = trt.state.configs, trt.state.networks
-    assert {flag.name for flag in config.flags} == flags
-    assert network.strongly_typed is strongly_typed
-    assert config.pool_limits == {trt.MemoryPoolType.WORKSPACE: 123 << 20}
+    engine = build_engine(sub_model, [A, B], [OUT], backend="tensorrt", settings=settings)
+    (config,), (flags,), (parsed,) = trt.state.configs, trt.state.network_flags, trt.state.parsed
+    assert flags == 1 << 0 == 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    assert not config.get_flag(trt.BuilderFlag.TF32) and config.flags == 0  # cleared: fp32 means float32 products
+    assert config.get_memory_pool_limit(trt.MemoryPoolType.WORKSPACE) == 123 << 20
+    assert list(float_types(parsed).values()) == [{low}]  # the one computing node, Sub
+    assert [v.type.tensor_type.elem_type for v in [*parsed.graph.input, *parsed.graph.output]] == [TensorProto.FLOAT] * 3
+    assert parsed.SerializeToString() == engine.model.SerializeToString()  # the engine's model is what was parsed
+    a, b = operands()
+    expected = (a.to(LOW_DTYPES[precision]) - b.to(LOW_DTYPES[precision])).float()
+    torch.testing.assert_close(engine(a, b)[0], expected, rtol=0, atol=0)
+
+
+LOW_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def test_tf32_sets_the_builder_flag(trt, sub_model):
+    build_engine(sub_model, [A, B], [OUT], backend="tensorrt", settings=trtcheck.Settings(tf32=True))
+    (config,) = trt.state.configs
+    assert config.get_flag(trt.BuilderFlag.TF32) and config.flags == 1 << int(trt.BuilderFlag.TF32)
+
+
+def test_strongly_typed_is_the_enums_own_bit_and_nothing_where_it_has_none():
+    """TensorRT 10 numbers STRONGLY_TYPED 1 (after EXPLICIT_BATCH 0), 11.1 numbers it 0: the bit is the enum's. A
+    TensorRT whose enum lacks it gets no flags (11.x ignores the flag; every network is strongly typed)."""
+    ten = types.SimpleNamespace(NetworkDefinitionCreationFlag=types.SimpleNamespace(STRONGLY_TYPED=1))
+    assert BuilderOptions.network_flags(ten) == 2
+    assert BuilderOptions.network_flags(types.SimpleNamespace()) == 0
+
+
+def test_no_weak_typing_api_is_called(trt):
+    """fp16 with fp32_nodes used to set layer precisions, output types and OBEY_PRECISION_CONSTRAINTS, none of which
+    TensorRT 11 has: the fake's layers refuse any attribute the real ILayer lacks, as pybind11 does, and its
+    BuilderFlag has only 11.1's members."""
+    assert not hasattr(trt.BuilderFlag, "FP16") and not hasattr(trt.BuilderFlag, "OBEY_PRECISION_CONSTRAINTS")
+    layer = trt.ILayer("x", [], [])
+    with pytest.raises(AttributeError):
+        layer.precision = trt.float32
+    assert not hasattr(layer, "set_output_type")
+    settings = trtcheck.Settings(min_block_size=1, precision="fp16", fp32_nodes=["erf"])
+    compiled = trtcheck.compile(ReluErfNeg(), (torch.randn(4, 5),), settings, backend="tensorrt")
+    assert compiled.partition.fallbacks == [] and len(compiled.engines) == 2
 
 
 def test_workspace_zero_leaves_tensorrts_default(trt, sub_model):
     TensorRTEngine(sub_model, [A, B], [OUT], settings=trtcheck.Settings(workspace_size=0))
-    assert trt.state.configs[0].pool_limits == {}
+    assert trt.state.configs[0].get_memory_pool_limit(trt.MemoryPoolType.WORKSPACE) == fake_tensorrt.DEVICE_MEMORY
 
 
 def test_defaults_are_fp32_and_one_gib():
     assert BuilderOptions.from_settings(None) == BuilderOptions.from_settings(trtcheck.Settings()) == BuilderOptions("fp32", 1 << 30, ())
+    assert not BuilderOptions().tf32 and not BuilderOptions().use_fp32_acc and BuilderOptions().autocast is None
+
+
+# -- the TensorRT version ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["10.0.1", "10.13.3.9", "11.0.0.114", "11.1.0.106"])
+def test_supported_versions(version):
+    assert unsupported_version(version) is None
+
+
+@pytest.mark.parametrize("version", ["8.6.1", "9.3.0", "11.2.1.2", "11.4.0.106", "12.0.0", "unknown"])
+def test_another_version_is_refused_naming_it_and_the_range(trt, sub_model, version):
+    trt.__version__ = version
+    with pytest.raises(EngineBuildError, match=rf"TensorRT '?{re.escape(version)}'?.*supports TensorRT >=10\.0,<11\.2"):
+        TensorRTEngine(sub_model, [A, B], [OUT])
+    assert trt.state.builds == 0
+    reason = TensorRTEngine.unavailable_reason()
+    assert reason is not None and version in reason and ">=10.0,<11.2" in reason
+    with pytest.raises(BackendUnavailableError, match=rf"{re.escape(version)}.*>=10\.0,<11\.2"):
+        resolve_backend("tensorrt")
 
 
 @pytest.mark.parametrize(
@@ -209,8 +290,8 @@ def test_tensors_are_bound_by_name_not_position(trt, sub_model):
     (result,) = engine(a, b)
     torch.testing.assert_close(result, a - b)
     (context,) = trt.state.contexts
-    assert context.addresses["a"] == a.data_ptr() and context.addresses["b"] == b.data_ptr()
-    assert context.addresses["out"] == result.data_ptr()
+    assert context.get_tensor_address("a") == a.data_ptr() and context.get_tensor_address("b") == b.data_ptr()
+    assert context.get_tensor_address("out") == result.data_ptr()
 
 
 def test_spec_order_decides_the_call_convention(trt, make_model):
@@ -227,7 +308,7 @@ def test_runs_on_the_current_stream_and_makes_inputs_contiguous(trt, sub_model):
     strided = torch.randn(3, 2).t()  # (2, 3), not contiguous
     (result,) = engine(strided, b)
     torch.testing.assert_close(result, strided - b)
-    assert trt.state.contexts[0].streams == [1234]
+    assert trt.state.streams == [1234]
     with pytest.raises(ValueError, match=r"input 'a': expected dtype torch.float32, got torch.float64"):
         engine(a.double(), b)
 
@@ -253,6 +334,18 @@ def test_a_parser_refusal_carries_the_parsers_errors_and_nodes(trt, make_model):
     assert trt.state.builds == 0
 
 
+def test_a_parser_refusal_quotes_what_the_refused_node_was_converted_from(trt, make_model):
+    """The engine keeps its model's node origins (``Engine.node_origins``) and its errors quote the nodes they name."""
+    x, y = TensorSpec("x", (3,), torch.float32), TensorSpec("y", (3,), torch.float32)
+    origin = "%erf (aten.erf.default), converter trtcheck.conversion.ops.activation._erf"
+    model = make_model([helper.make_node("Erf", ["x"], ["y"], name="erf/Erf", doc_string=origin)], [x], [y])
+    trt.state.refuse_ops = {"Erf"}
+    with pytest.raises(ParserRefusedError, match=re.escape(f"ONNX node 'erf/Erf' is {origin}")):
+        TensorRTEngine(model, [x], [y])
+    trt.state.refuse_ops = set()
+    assert TensorRTEngine(model, [x], [y]).node_origins == {"erf/Erf": origin}
+
+
 def test_a_failed_build_quotes_tensorrts_log(trt, sub_model, caplog):
     trt.state.fail_build = "could not find any implementation for node Sub"
     expected = r"building the engine failed.*TensorRT said: could not find any implementation for node Sub"
@@ -266,7 +359,7 @@ def test_a_failed_build_quotes_tensorrts_log(trt, sub_model, caplog):
 
 def key(**changes):
     base = {
-        "tensorrt_version": "10.99.0",
+        "tensorrt_version": fake_tensorrt.VERSION,
         "device_name": "Fake GPU",
         "compute_capability": (9, 0),
         "builder": BuilderOptions().key({"a": ShapeRange.static((2, 3))}),
@@ -280,20 +373,35 @@ def key(**changes):
     "change",
     [
         {"onnx_bytes": b"onnx2"},
-        {"tensorrt_version": "10.99.1"},
+        {"tensorrt_version": "11.1.1.0"},
         {"device_name": "Other GPU"},
         {"compute_capability": (8, 9)},
         {"builder": BuilderOptions("fp16").key({"a": ShapeRange.static((2, 3))})},
         {"builder": BuilderOptions("bf16").key({"a": ShapeRange.static((2, 3))})},
+        {"builder": BuilderOptions(tf32=True).key({"a": ShapeRange.static((2, 3))})},
         {"builder": BuilderOptions(workspace_size=1 << 31).key({"a": ShapeRange.static((2, 3))})},
         {"builder": BuilderOptions().key({"a": ShapeRange((1, 3), (2, 3), (4, 3))})},
         {"builder": BuilderOptions().key({"b": ShapeRange.static((2, 3))})},
     ],
-    ids=["onnx", "version", "device", "capability", "fp16", "bf16", "workspace", "profile", "input name"],
+    ids=["onnx", "version", "device", "capability", "fp16", "bf16", "tf32", "workspace", "profile", "input name"],
 )
 def test_every_component_changes_the_key(change):
     assert key().digest == key().digest
     assert key(**change).digest != key().digest
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"fp32_nodes": ("erf",)}, {"use_fp32_acc": True}, {"autocast": Autocast()}, {"autocast": Autocast(max_depth_of_reduction=64)},
+     {"tf32": True}],
+    ids=["fp32_nodes", "use_fp32_acc", "autocast", "autocast rule", "tf32"],
+)
+def test_every_fp16_builder_setting_changes_the_key(change):
+    """Against an fp16 key alike in all else: the settings that shape the precision graph are in the key themselves
+    (the graph's digest is too), so that an entry says what it was built for."""
+    fp16 = {"builder": BuilderOptions("fp16").key({"a": ShapeRange.static((2, 3))})}
+    changed = {"builder": BuilderOptions("fp16", **change).key({"a": ShapeRange.static((2, 3))})}
+    assert key(**fp16).digest != key(**changed).digest
 
 
 def test_the_cache_directory_setting_env_and_default(monkeypatch, tmp_path):
@@ -321,6 +429,94 @@ def test_a_second_build_is_a_cache_hit(trt, sub_model, tmp_path):
     assert second.cache_event == "hit" and trt.state.builds == 1 and trt.state.parses == 1
     a, b = operands()
     torch.testing.assert_close(second(a, b)[0], a - b)
+
+
+class Scaled(torch.nn.Module):
+    """A weight (held by reference in the segment, as trtcheck.compile converts it), a matmul and an erf."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(5, 5, generator=torch.Generator().manual_seed(3)))
+
+    def forward(self, x):
+        return torch.erf(x @ self.weight) * 3
+
+
+def compiled_engine(model, settings):
+    compiled = trtcheck.compile(model, (torch.randn(4, 5, generator=torch.Generator().manual_seed(4)),), settings, backend="tensorrt")
+    (engine,) = compiled.engines.values()
+    return compiled, engine
+
+
+BASE = {"min_block_size": 1, "precision": "fp16"}
+NUMERICS = {
+    "precision": {"precision": "bf16"},
+    "tf32": {"tf32": True},
+    "fp32_nodes": {"fp32_nodes": ["erf"]},
+    "use_fp32_acc": {"use_fp32_acc": True},
+    "autocast": {"autocast": Autocast(excluded_ops=("aten.erf.default",))},
+}
+
+
+@pytest.mark.parametrize("change", list(NUMERICS), ids=list(NUMERICS))
+def test_every_setting_that_changes_numerics_misses_the_cache(trt, change):
+    """The key follows the numerics: the same settings hit; each setting that changes what TensorRT computes (the
+    precision, tf32, the float32 node set, use_fp32_acc, the autocast policy) misses and builds again."""
+    model = Scaled().eval()
+    _, first = compiled_engine(model, trtcheck.Settings(**BASE))
+    assert first.cache_event == "stored (no entry)"
+    assert compiled_engine(model, trtcheck.Settings(**BASE))[1].cache_event == "hit"
+    _, changed = compiled_engine(model, trtcheck.Settings(**{**BASE, **NUMERICS[change]}))
+    assert changed.cache_event == "stored (no entry)" and trt.state.builds == 2
+    assert changed.cache_key.digest != first.cache_key.digest
+
+
+def test_a_weight_changed_in_place_misses_the_cache(trt):
+    """Torch-TensorRT once keyed engines without the weights; here the weights are in the precision graph's bytes."""
+    model = Scaled().eval()
+    _, first = compiled_engine(model, trtcheck.Settings(**BASE))
+    with torch.no_grad():
+        model.weight[0, 0] += 1.0
+    compiled, changed = compiled_engine(model, trtcheck.Settings(**BASE))
+    assert changed.cache_event == "stored (no entry)" and changed.cache_key.onnx_sha256 != first.cache_key.onnx_sha256
+    x = torch.randn(4, 5)
+    torch.testing.assert_close(compiled(x), (torch.erf(x.half() @ model.weight.detach().half()) * 3).float(), rtol=2e-3, atol=2e-3)
+
+
+def test_a_hit_gives_the_outputs_of_a_fresh_build(trt):
+    """The same outputs, the same number of them (Torch-TensorRT #4521: a hit changed the number of outputs)."""
+    model, x = Scaled().eval(), torch.randn(4, 5)
+    fresh, engine = compiled_engine(model, trtcheck.Settings(**BASE))
+    hit, again = compiled_engine(model, trtcheck.Settings(**BASE))
+    assert engine.cache_event.startswith("stored") and again.cache_event == "hit"
+    assert len(again.outputs) == len(engine.outputs) and again.outputs == engine.outputs
+    assert torch.equal(hit(x), fresh(x))
+
+
+@pytest.mark.slow
+def test_a_hit_in_a_new_process_gives_the_outputs_of_a_fresh_build(trt, tmp_path):
+    """The key is the same in another process (no hash seed, no object identity in it) and its plan computes the same."""
+    script = textwrap.dedent(f"""
+        import sys, torch, trtcheck
+        from suites.engines import fake_tensorrt
+        from suites.engines.test_engines_tensorrt import BASE, FakeCuda, Scaled, compiled_engine
+        from trtcheck.engines import TensorRTEngine
+        sys.modules["tensorrt"] = fake_tensorrt.make_module()
+        TensorRTEngine.cuda = FakeCuda()
+        torch.manual_seed(0)
+        compiled, engine = compiled_engine(Scaled().eval(), trtcheck.Settings(**BASE))
+        torch.save({{"event": engine.cache_event, "digest": engine.cache_key.digest,
+                    "out": compiled(torch.randn(4, 5, generator=torch.Generator().manual_seed(9)))}}, {str(tmp_path / "child.pt")!r})
+    """)
+    model = Scaled().eval()
+    torch.manual_seed(0)
+    fresh, engine = compiled_engine(model, trtcheck.Settings(**BASE))
+    environment = {"PYTHONPATH": str(Path(__file__).resolve().parents[2]), CACHE_DIR_ENV: str(tmp_path / "engines"),
+                   "PYTHONHASHSEED": "123", "PATH": "/usr/bin:/bin"}
+    subprocess.run([sys.executable, "-c", script], check=True, env=environment, timeout=300)
+    child = torch.load(tmp_path / "child.pt")
+    assert engine.cache_event.startswith("stored") and child["event"] == "hit" and child["digest"] == engine.cache_key.digest
+    assert torch.equal(child["out"], fresh(torch.randn(4, 5, generator=torch.Generator().manual_seed(9))))
 
 
 def test_the_setting_names_the_directory_and_can_turn_the_cache_off(trt, sub_model, tmp_path):
@@ -364,7 +560,7 @@ def test_a_stale_entry_is_rebuilt(trt, sub_model, tmp_path):
 
 def test_another_tensorrt_version_misses_and_builds(trt, sub_model):
     build(sub_model)
-    trt.__version__ = "10.100.0"
+    trt.__version__ = "11.0.0.114"
     upgraded = build(sub_model)
     assert upgraded.cache_event == "stored (no entry)" and trt.state.builds == 2
 
@@ -445,23 +641,24 @@ def test_strict_compile_raises_on_a_parser_refusal(trt):
         trtcheck.compile(ReluErfNeg(), (torch.randn(4, 5),), SETTINGS, backend="tensorrt", strict=True)
 
 
-def test_compile_passes_the_precision_setting_to_the_builder(trt):
+def test_compile_builds_every_segment_in_fp16_strongly_typed(trt):
     trtcheck.compile(ReluErfNeg(), (torch.randn(4, 5),), trtcheck.Settings(min_block_size=1, precision="fp16"), backend="tensorrt")
-    assert len(trt.state.configs) == 2
-    assert all({f.name for f in config.flags} == {"FP16", "TF32"} for config in trt.state.configs)
+    assert len(trt.state.configs) == 2 and trt.state.network_flags == [1, 1]
+    assert all(not config.get_flag(trt.BuilderFlag.TF32) for config in trt.state.configs)
+    assert all(types == {TensorProto.FLOAT16} for model in trt.state.parsed for types in float_types(model).values())
 
 
 @pytest.mark.parametrize("keep", [["erf"], ["aten::erf"], ["aten.erf.default"]])
-def test_fp32_nodes_constrain_their_layers_to_float32_and_the_builder_obeys(trt, keep):
-    """MOCK (fake_tensorrt: no TensorRT here): the layers parsed from the kept node's ONNX nodes get float32
-    precision and output types, the builder config OBEY_PRECISION_CONSTRAINTS; the other layers are untouched.
-    Whether real TensorRT names its layers after the ONNX nodes is for test_tensorrt_gpu.py on a GPU."""
+def test_fp32_nodes_stay_float32_in_the_graph_tensorrt_parses(trt, keep):
+    """MOCK (fake_tensorrt: no TensorRT here): the ONNX nodes of the kept fx node compute in float32 in the parsed
+    graph, between Casts, and every other computing node in fp16; TensorRT 11 computes a strongly typed network in
+    exactly those types. Whether it does on a GPU is for test_tensorrt_gpu.py."""
     settings = trtcheck.Settings(min_block_size=1, precision="fp16", fp32_nodes=keep)
     compiled = trtcheck.compile(ReluErfNeg(), (torch.randn(4, 5),), settings, backend="tensorrt")
-    layers = [layer for network in trt.state.networks for layer in network.layers]  # both segments'
-    kept = {layer.name for layer in layers if layer.precision == trt.float32}
-    assert kept and all(name.startswith("erf/") for name in kept), [layer.name for layer in layers]
-    assert all(layer.output_types == {0: trt.float32} for layer in layers if layer.name in kept)
-    assert all(layer.precision is None and not layer.output_types for layer in layers if layer.name not in kept)
-    assert trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS in trt.state.configs[-1].flags
+    computing = {name: types for model in trt.state.parsed for name, types in float_types(model).items()}
+    kept = {name for name, types in computing.items() if types == {TensorProto.FLOAT}}
+    assert kept and all(name.startswith("erf/") for name in kept), computing
+    assert all(types == {TensorProto.FLOAT16} for name, types in computing.items() if name not in kept), computing
+    casts = [node for model in trt.state.parsed for node in model.graph.node if node.op_type == "Cast"]
+    assert any("a float32 node reads it" in node.doc_string for node in casts)
     assert compiled.partition.settings.fp32_nodes == keep

@@ -1,9 +1,10 @@
-"""Reduced precision on ONNX Runtime (issue 24): every float tensor between nodes rounded like fp16/bf16.
+"""Reduced precision on ONNX Runtime (issues 24, 40): every float tensor between nodes rounded like fp16/bf16.
 
-``trtcheck.engines.precision.emulate`` rewrites a segment's ONNX so that it computes in float32 and rounds
-after every node, at every input and weight; ``OnnxRuntimeEngine.build`` applies it for ``precision="fp16"``
-/ ``"bf16"`` and for models holding float16/bfloat16 values. Each test here fails with the rewrite disabled
-(``needs_emulation`` patched to False: checked by hand, see the report of issue 24).
+``OnnxRuntimeEngine.build`` runs a segment at ``precision="fp16"``/``"bf16"`` as its mixed-precision graph (the one
+TensorRT builds: ``mixed_precision.precision_graph``), and any graph holding float16/bfloat16 values through
+``precision.emulate``, which computes them in float32 and rounds after every node, at every input and weight. Each
+test here fails with the rewrite disabled (``needs_emulation`` patched to False: checked by hand, see the report of
+issue 24).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import trtcheck
 from trtcheck import Settings
 from trtcheck.conversion.context import weight_placeholder
 from trtcheck.engines import TensorSpec, build_engine
+from trtcheck.engines.mixed_precision import precision_graph
 from trtcheck.engines.precision import emulate, needs_emulation
 
 F32, F16, BF16 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16
@@ -40,6 +42,11 @@ def engine(model, inputs, outputs, precision="fp32", weights=None):
 
 def scalar(name, value, elem):
     return helper.make_tensor(name, elem, [], [value])
+
+
+def cpu_graph(model, precision, weights=None):
+    """What ONNX Runtime runs at ``precision``: the precision graph, its low-precision values emulated."""
+    return emulate(*precision_graph(model, Settings(precision=precision), weights))
 
 
 # ---- the issue's examples, through compile --------------------------------------------------------------
@@ -146,7 +153,7 @@ def test_weights_are_rounded(held):
     (out,) = engine(model, [x], [z], "fp16", weights=weights)(torch.ones(2))
     assert out.tolist() == [0.0, 0.0]
     if held:
-        rewritten, new_weights = emulate(model, "fp16", weights)
+        rewritten, new_weights = cpu_graph(model, "fp16", weights)
         assert torch.equal(w, torch.full((2,), 1 + 2.0**-12))  # the caller's tensor is not changed
         assert new_weights["w"].dtype == torch.float32 and new_weights["w"].tolist() == [1.0, 1.0]
         (placeholder,) = rewritten.graph.initializer
@@ -168,7 +175,7 @@ def test_native_fp16_cast_to_low_is_retargeted():
     y = a.half()
     assert out.dtype == torch.float16 and torch.equal(out, y * y / 300)
     assert out.isinf().tolist() == [False, True]
-    rewritten, _ = emulate(model, "fp32")
+    rewritten, _ = emulate(model)
     (cast,) = [n for n in rewritten.graph.node if list(n.output) == ["y__fp32"]]  # the model's Cast, now to float32
     assert cast.op_type == "Cast" and [a.i for a in cast.attribute] == [F32]
 
@@ -186,7 +193,7 @@ def test_constant_of_shape_value_is_widened():
     a = torch.tensor([1.0, 10.0, 100.0], dtype=torch.float16)
     (out,) = engine(model, [x], [z])(a)
     assert torch.equal(out, a * 4000 / 4000) and out.isinf().tolist() == [False, False, True]
-    rewritten, _ = emulate(model, "fp32")
+    rewritten, _ = emulate(model)
     constant = next(n for n in rewritten.graph.node if n.op_type == "ConstantOfShape")
     assert constant.attribute[0].t.data_type == F32
 
@@ -212,7 +219,7 @@ def test_bf16_model_runs_in_float32_and_keeps_its_interface():
     (out,) = engine(model, [a, b], [z])(x, y)
     assert out.dtype == torch.bfloat16
     torch.testing.assert_close(out, torch.relu((x.float() @ y.float()).bfloat16()), rtol=0, atol=0)
-    rewritten, _ = emulate(model, "fp32")
+    rewritten, _ = emulate(model)
     assert [v.type.tensor_type.elem_type for v in [*rewritten.graph.input, *rewritten.graph.output]] == [BF16, BF16, BF16]
     inferred = onnx.shape_inference.infer_shapes(rewritten).graph
     types = {v.name: v.type.tensor_type.elem_type for v in [*inferred.value_info, *inferred.input, *inferred.output]}
@@ -224,7 +231,7 @@ def test_names_are_deterministic_and_unique():
     """Rewritten twice, the model is byte-identical; new names never collide with the model's own."""
     nodes = [helper.make_node("Mul", ["x", "x"], ["y__fp16"], name="y/RoundCast"), helper.make_node("Add", ["y__fp16", "x"], ["y"])]
     model = model_of(nodes, [vi("x", F32, (2,))], [vi("y", F32, (2,))])
-    first, second = emulate(model, "fp16")[0], emulate(model, "fp16")[0]
+    first, second = cpu_graph(model, "fp16")[0], cpu_graph(model, "fp16")[0]
     assert first.SerializeToString() == second.SerializeToString()
     names = [n.name for n in first.graph.node]
     outputs = [o for n in first.graph.node for o in n.output]

@@ -1,7 +1,9 @@
 """The TensorRT backend on real TensorRT and a CUDA GPU: skipped, with the reason, wherever either is missing.
 
 These are the checks the fake ``tensorrt`` of ``suites/engines/test_engines_tensorrt.py`` cannot make: that
-TensorRT's real parser, builder and runtime accept what trtcheck hands them, and compute what eager does.
+TensorRT's real parser, builder and runtime accept what trtcheck hands them (TensorRT 11: strongly typed networks
+built from the mixed-precision graph of ``precision="fp16"``, with ``fp32_nodes`` and ``use_fp32_acc``; TF32), and
+compute what eager does. NEVER RUN YET: no machine here has a GPU.
 """
 
 from __future__ import annotations
@@ -74,3 +76,28 @@ def test_an_engine_binds_by_name_and_returns_cpu_results_for_cpu_inputs(tmp_path
     (on_gpu,) = engine(y.cuda(), x.cuda())
     torch.cuda.synchronize()
     torch.testing.assert_close(on_gpu.cpu(), x - y)
+
+
+@pytest.mark.parametrize("extra", [{}, {"fp32_nodes": ["aten::mean"]}, {"use_fp32_acc": True}], ids=["plain", "fp32_nodes", "use_fp32_acc"])
+def test_a_float32_model_builds_from_its_mixed_precision_graph(tmp_path, extra):
+    """TensorRT 11 has no FP16 flag: the engine is the strongly typed build of the segment's fp16 graph."""
+    model, inputs = example()
+    settings = trtcheck.Settings(min_block_size=1, precision="fp16", engine_cache_dir=str(tmp_path), **extra)
+    compiled = trtcheck.compile(model, inputs, settings, backend="tensorrt")
+    assert compiled.partition.fallbacks == []
+    assert all(e.model.graph.node[0].op_type == "Cast" for e in compiled.engines.values())  # the float32 input cast down
+    report = trtcheck.verify(model, inputs, settings, backend="tensorrt", rtol=1e-2, atol=1e-2)
+    assert report.passed, str(report)
+
+
+def test_tf32_is_within_tf32s_rounding_and_fp32_is_not_tf32(tmp_path):
+    """BuilderFlag.TF32 set (tf32=True) rounds products' factors to 10 bits; cleared (the default), the engine is as
+    close to eager float32 (TF32 off in torch) as float32 summation orders."""
+    model, inputs = example()
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    with torch.inference_mode():
+        expected = model(*inputs)
+        for tf32, tolerance in ((False, 1e-4), (True, 1e-2)):
+            settings = trtcheck.Settings(min_block_size=1, tf32=tf32, engine_cache_dir=str(tmp_path))
+            compiled = trtcheck.compile(model, inputs, settings, backend="tensorrt")
+            torch.testing.assert_close(compiled(*inputs), expected, rtol=tolerance, atol=tolerance)

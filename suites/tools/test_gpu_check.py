@@ -63,3 +63,23 @@ def test_what_the_budget_does_not_reach_is_listed_not_dropped(tmp_path):
     assert summary.count("not run (time budget)") == 2
     assert "0 passed, 0 failed, 0 skipped, 2 not run (time budget 0 s)" in summary
     assert json.loads((out / "benchmark.json").read_text())["benchmarks"] == []
+
+
+def test_the_default_modes_run_fp16_and_tf32_through_the_strongly_typed_path():
+    """Issue 40: TensorRT 11 computes reduced precision only from the graph; the nightly run checks it (mixed-fp16: a
+    float32 model's mixed-precision graph) and TF32 (Torch-TensorRT's default for float32) besides fp32 and fp16."""
+    from trtcheck.tools import gpu_check
+
+    args = gpu_check.parse_args([])
+    assert args.modes.split(",") == ["fp32", "fp16", "mixed-fp16", "tf32"]
+    assert gpu_check.MODES["mixed-fp16"] == ("float32", "fp16", False) and gpu_check.MODES["tf32"] == ("float32", "fp32", True)
+
+
+@pytest.mark.slow
+def test_the_cpu_smoke_run_checks_mixed_fp16_and_tf32(tmp_path):
+    out = tmp_path / "out"
+    result = run_check("--device", "cpu", "--models", "seed_lgamma", "--modes", "mixed-fp16,tf32", "--rounds", "2", out=out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "gpu check: 2 passed, 0 failed, 0 skipped, 0 not run" in result.stdout
+    infos = [b["extra_info"] for b in json.loads((out / "benchmark.json").read_text())["benchmarks"]]
+    assert {(i["precision"], i["tf32"]) for i in infos} == {("fp16", False), ("fp32", True)}

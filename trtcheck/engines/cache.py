@@ -5,11 +5,15 @@ model of a segment is byte-identical from one run to the next (``verify`` checks
 be reused. A plan is only valid for the TensorRT version that built it, the GPU model (its compute
 capability and more) and the builder settings, so all of these are part of the key:
 
-- the SHA-256 of the segment's ONNX bytes,
+- the SHA-256 of the ONNX bytes TensorRT's parser gets: the segment's *precision graph* (the mixed-precision model
+  of ``precision="fp16"``/``"bf16"``, ``fp32_nodes``, ``use_fp32_acc`` and ``autocast``: what TensorRT 11 computes
+  is the graph's types, so the graph is the key), with its weights' values in it (the TensorRT backend is given a
+  self-contained model: a weight changed in place changes the key);
 - ``tensorrt.__version__``,
 - the device: its name and compute capability,
-- the builder settings: precision, workspace limit, strong typing, the optimization profile (min/opt/max
-  per input), and this cache's ``FORMAT_VERSION``.
+- the builder settings: precision, ``tf32`` (``BuilderFlag.TF32``), the float32 node set, ``use_fp32_acc``, the
+  autocast policy, workspace limit, strong typing, the optimization profile (min/opt/max per input), and this
+  cache's ``FORMAT_VERSION``.
 
 Every entry is stored with a header holding the whole key and the plan's length and SHA-256, and is
 verified on load: an entry that is truncated, corrupt, written for another key (stale) or in another
@@ -38,7 +42,7 @@ from trtcheck.atomic import atomic_write
 __all__ = ["CACHE_DIR_ENV", "FORMAT_VERSION", "CacheKey", "EngineCache", "default_cache_dir"]
 
 CACHE_DIR_ENV = "TRTCHECK_ENGINE_CACHE_DIR"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: TensorRT 11's strongly typed builds (the precision graph, tf32 in the key)
 _MAGIC = b"TRTCHECK-ENGINE\n"
 _LENGTH = struct.Struct(">Q")  # the header's length, in bytes, after the magic
 

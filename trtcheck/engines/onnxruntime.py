@@ -25,10 +25,10 @@ from onnx import TensorProto
 from trtcheck.conversion.context import weight_bytes
 from trtcheck.conversion.origins import explain_node_names, node_origins
 from trtcheck.engines.base import Engine, check_model_signature, onnx_elem_type, register_backend
-from trtcheck.engines.precision import emulate, needs_emulation
+from trtcheck.engines.mixed_precision import precision_graph
+from trtcheck.engines.precision import emulate, emulate_tf32, needs_emulation
 from trtcheck.engines.specs import TensorSpec
 from trtcheck.errors import EngineBuildError
-from trtcheck.names import resolve_fp32_nodes
 
 __all__ = ["OnnxRuntimeEngine", "SPIN_POLICIES", "session_options"]
 
@@ -354,14 +354,18 @@ class OnnxRuntimeEngine(Engine):
         ONNX Runtime's spinning default), resnet18 18.2 against 18.6 ms; with 18 engines (resnet18, relu
         forced to PyTorch) ``stop_after_run`` was 43.8 ms against 31.5 ms for ``never``.
 
-        ``settings.precision`` ("fp16", "bf16") and a model holding float16/bfloat16 values are emulated: the model
-        is rewritten to compute in float32 and round every float tensor between nodes to that precision
-        (``trtcheck.engines.precision``), as TensorRT stores them; its inputs and outputs keep their dtypes.
+        ``settings.precision`` ("fp16", "bf16") runs the segment's mixed-precision graph, the one TensorRT builds
+        (``mixed_precision.precision_graph``); ``settings.tf32`` rounds the float32 factors of every MatMul, Gemm and
+        convolution to TF32 (``precision.emulate_tf32``); a model holding float16/bfloat16 values (that graph, or the
+        model's own) computes them in float32, rounded to their type after every node (``precision.emulate``), since
+        ONNX Runtime's CPU provider lacks or does not round such kernels. Inputs and outputs keep their dtypes.
         """
         precision = getattr(settings, "precision", None) or "fp32"
+        model, weights = precision_graph(model, settings, weights)
+        if getattr(settings, "tf32", False):
+            model, weights = emulate_tf32(model, weights)
         if needs_emulation(model, precision):
-            keep = resolve_fp32_nodes(getattr(settings, "fp32_nodes", None) or ())
-            model, weights = emulate(model, precision, weights, keep_fp32=keep or None)
+            model, weights = emulate(model, weights)
         spin = "stop_after_run" if engines_in_model <= 1 else "never"
         return cls(model, inputs, outputs, options=session_options(spin=spin), weights=weights)
 

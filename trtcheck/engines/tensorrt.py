@@ -1,44 +1,50 @@
 """The TensorRT engine: a segment's ONNX model through TensorRT's ONNX parser, built, cached and run on CUDA.
 
-TensorRT is optional (``pip install 'trtcheck[tensorrt]'``) and needs a CUDA GPU, so this module must
-import cleanly without it: the ``tensorrt`` package is imported only when an engine is built, and a
-missing dependency becomes an ``EngineBuildError`` that says how to fix it.
+TensorRT is optional (``pip install 'trtcheck[tensorrt]'``, which installs the TensorRT 11.1 that torch-tensorrt 2.14
+pins) and needs a CUDA GPU, so this module must import cleanly without it: the ``tensorrt`` package is imported only
+when an engine is built, and a missing dependency becomes an ``EngineBuildError`` that says how to fix it.
 
-NOT YET RUN ON REAL TENSORRT. Every TensorRT call below follows TensorRT 10's documented Python API, and
-the suites drive it against a fake ``tensorrt`` module (``suites/engines/fake_tensorrt.py``); the first
-run on a CUDA machine with TensorRT is ``trtcheck/tools/gpu_check.py`` (tests marked ``tensorrt`` in
+NOT YET RUN ON REAL TENSORRT. Every TensorRT call below is one TensorRT 11.1's Python API has: the suites drive this
+module against a fake ``tensorrt`` module (``suites/engines/fake_tensorrt.py``) whose every class, method and enum
+member is checked against the real 11.1 API (``suites/engines/test_fake_tensorrt_conformance.py``: the runtime
+classes and enums against ``tensorrt_lean`` 11.1, the builder and parser against TensorRT 11.1's Python bindings).
+The first run on a CUDA machine with TensorRT is ``trtcheck/tools/gpu_check.py`` (tests marked ``tensorrt`` in
 ``suites/engines/test_tensorrt_gpu.py`` too).
 
 Build (``TensorRTEngine.__init__``):
 
-1. The builder settings come from ``Settings`` (``BuilderOptions``): ``precision="fp32"`` builds the network
-   *strongly typed*, so TensorRT keeps the ONNX model's dtypes instead of picking lower precisions itself
-   (trtcheck exists to prove a split model still computes what it did), and clears ``BuilderFlag.TF32``
-   (on by default in TensorRT); ``"fp16"``/``"bf16"`` build it weakly
-   typed with ``BuilderFlag.FP16``/``BF16``, letting TensorRT run float32 layers in that precision.
-   ``workspace_size`` caps the builder's workspace pool.
-2. One optimization profile per segment, from a ``ShapeRange`` (min, opt, max) per input: static specs give
-   min = opt = max; a dynamic input needs its range passed in (``shape_ranges=``), which is where dynamic
-   shapes will plug in.
-3. The engine cache (``trtcheck.engines.cache``) is asked first; a verified plan that TensorRT
-   deserializes is used, anything else is rebuilt and stored.
-4. Otherwise ``OnnxParser.parse``: when the parser refuses the model, the segment falls back to PyTorch
-   (``trtcheck.compile`` catches the ``ParserRefusedError``) with the parser's own errors and, from
-   ``supports_model_v2``, which ONNX nodes TensorRT does not support. This is where the parser's answer
-   refines trtcheck's static converter table for that segment.
-5. ``build_serialized_network``; the plan is deserialized with one ``trt.Runtime`` per engine.
+1. The version: TensorRT 10.x and 11.0-11.1 (``SUPPORTED_TENSORRT``); any other is refused, naming both. TensorRT
+   11 removed weak typing (``BuilderFlag.FP16``/``BF16``/``OBEY_PRECISION_CONSTRAINTS``, layer precisions): every
+   network here is strongly typed (``NetworkDefinitionCreationFlag.STRONGLY_TYPED`` where the enum has it: TensorRT
+   10 needs it, 11 ignores it), so TensorRT computes in the ONNX model's own types.
+2. Precision lives in the graph: ``precision="fp16"``/``"bf16"``, ``fp32_nodes``, ``use_fp32_acc`` and ``autocast``
+   make the segment's model mixed precision before the parser sees it (``mixed_precision.precision_graph``, the
+   graph ONNX Runtime runs too). ``Settings.tf32`` sets ``BuilderFlag.TF32`` (float32 matmuls and convolutions on
+   10-bit mantissas), else it is cleared (TensorRT sets it by default). ``workspace_size`` caps the workspace pool.
+3. One optimization profile per segment, from a ``ShapeRange`` (min, opt, max) per input: static specs give
+   min = opt = max; a dynamic input needs its range passed in (``shape_ranges=``).
+4. The engine cache (``trtcheck.engines.cache``) is asked first, keyed by the precision graph's bytes (weights
+   included), TensorRT's version, the device and every builder setting; a verified plan that TensorRT deserializes is
+   used, anything else is rebuilt and stored.
+5. Otherwise ``OnnxParser.parse``: when the parser refuses the model, the segment falls back to PyTorch
+   (``trtcheck.compile`` catches the ``ParserRefusedError``) with the parser's own errors, what the nodes it names
+   were converted from (``Engine.node_origins``) and, from ``supports_model_v2``, which ONNX nodes TensorRT does not
+   support. This is where the parser's answer refines trtcheck's static converter table for that segment.
+6. ``build_serialized_network``; the plan is deserialized with one ``trt.Runtime`` per engine.
 
-Run: inputs are checked against their specs and made contiguous on the engine's device; each engine I/O
-tensor is bound by *name* (``set_tensor_address``), never by position; outputs are allocated by torch with
-the shapes the execution context reports and the dtypes the engine reports (``dtypes.from_tensorrt_name``);
-``execute_async_v3`` enqueues on torch's current CUDA stream of the engine's device, so the engine is
-ordered with surrounding PyTorch work without host synchronization.
+Run: inputs are checked against their specs and made contiguous on the engine's device; each engine I/O tensor is
+bound by *name* (``set_tensor_address``), never by position; outputs are allocated by torch with the shapes the
+execution context reports and the dtypes the engine reports (``dtypes.from_tensorrt_name``); ``execute_async_v3``
+enqueues on torch's current CUDA stream of the engine's device, so the engine is ordered with surrounding PyTorch
+work without host synchronization.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -48,15 +54,17 @@ import onnx
 import torch
 
 from trtcheck import dtypes
+from trtcheck.conversion.origins import explain_node_names, node_origins
 from trtcheck.engines.base import Engine, check_model_signature, import_tensorrt, register_backend, tensorrt_import_error
 from trtcheck.engines.cache import CacheKey, EngineCache
-from trtcheck.engines.precision import onnx_origin
+from trtcheck.engines.mixed_precision import precision_graph
 from trtcheck.engines.specs import ShapeRange, TensorSpec
 from trtcheck.errors import EngineBuildError, ParserRefusedError
-from trtcheck.names import resolve_fp32_nodes
+from trtcheck.settings import Autocast
 
 __all__ = [
     "MISSING_DEPENDENCY_MESSAGE",
+    "SUPPORTED_TENSORRT",
     "BuilderOptions",
     "CudaRuntime",
     "ParserRefusedError",
@@ -64,6 +72,7 @@ __all__ = [
     "TensorRTEngine",
     "optimization_profile",
     "shape_ranges",
+    "unsupported_version",
 ]
 
 MISSING_DEPENDENCY_MESSAGE = (
@@ -72,6 +81,25 @@ MISSING_DEPENDENCY_MESSAGE = (
 )
 
 DEFAULT_WORKSPACE_BYTES = 1 << 30
+
+SUPPORTED_TENSORRT = ((10, 0), (11, 2))
+"""The TensorRT versions trtcheck builds with, ``[low, high)`` as (major, minor): 10.x through its strongly typed
+networks, 11.0 and 11.1 (the API ``suites/engines`` checks the fake against; 11.0's bindings differ from 11.1's only in
+a build-route property trtcheck does not use). The ``tensorrt`` extra installs 11.1, which torch-tensorrt 2.14 pins."""
+
+
+def unsupported_version(version: str) -> str | None:
+    """None when TensorRT ``version`` is in ``SUPPORTED_TENSORRT``; else why not, naming it and the range."""
+    found = re.match(r"^(\d+)\.(\d+)", str(version))
+    (low, high) = SUPPORTED_TENSORRT
+    span = f">={low[0]}.{low[1]},<{high[0]}.{high[1]}"
+    if found is None:
+        return f"TensorRT {version!r} (an unreadable version; trtcheck supports TensorRT {span})"
+    major_minor = (int(found[1]), int(found[2]))
+    if low <= major_minor < high:
+        return None
+    return (f"TensorRT {version}, which trtcheck does not support: it supports TensorRT {span} (10.x through strongly "
+            f"typed networks, 11.0-11.1 as tested); pip install 'trtcheck[tensorrt]' installs tensorrt-cu13>=11.1,<11.2")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -131,11 +159,16 @@ def optimization_profile(builder: Any, ranges: Mapping[str, ShapeRange]) -> Any:
 
 @dataclass(frozen=True)
 class BuilderOptions:
-    """What the TensorRT builder is told: from ``Settings`` (``precision``, ``workspace_size``)."""
+    """What the TensorRT build depends on besides the ONNX model and the device: from ``Settings`` (``precision``,
+    ``fp32_nodes``, ``use_fp32_acc``, ``autocast`` shape the precision graph; ``tf32`` and ``workspace_size`` go to
+    the builder config). No weak typing: the network is strongly typed, whatever the precision."""
 
     precision: str = "fp32"
     workspace_size: int = DEFAULT_WORKSPACE_BYTES
-    fp32_nodes: tuple[str, ...] = ()  # ``Settings.fp32_nodes``: layers constrained to float32 (``constrain_layers``)
+    fp32_nodes: tuple[str, ...] = ()
+    tf32: bool = False
+    use_fp32_acc: bool = False
+    autocast: Autocast | None = None
 
     @classmethod
     def from_settings(cls, settings: Any | None) -> BuilderOptions:
@@ -145,81 +178,42 @@ class BuilderOptions:
             precision=getattr(settings, "precision", "fp32"),
             workspace_size=getattr(settings, "workspace_size", DEFAULT_WORKSPACE_BYTES),
             fp32_nodes=tuple(sorted(getattr(settings, "fp32_nodes", None) or ())),
+            tf32=bool(getattr(settings, "tf32", False)),
+            use_fp32_acc=bool(getattr(settings, "use_fp32_acc", False)),
+            autocast=Autocast.of(getattr(settings, "autocast", None)),
         )
 
-    @property
-    def strongly_typed(self) -> bool:
-        """fp32 keeps the ONNX dtypes (strongly typed network); fp16/bf16 need a weakly typed one to lower."""
-        return self.precision == "fp32"
-
     def key(self, ranges: Mapping[str, ShapeRange]) -> dict[str, Any]:
-        """The part of the engine cache key that these options and the profile decide."""
+        """The part of the engine cache key that these options and the profile decide. The precision graph itself is
+        the key's ONNX digest; the settings that made it are here too, so that an entry says what it was built for."""
         return {
             "precision": self.precision,
             "workspace_size": self.workspace_size,
-            "strongly_typed": self.strongly_typed,
+            "strongly_typed": True,
+            "tf32": self.tf32,
             "fp32_nodes": list(self.fp32_nodes),
+            "use_fp32_acc": self.use_fp32_acc,
+            "autocast": None if self.autocast is None else dataclasses.asdict(self.autocast),
             "profile": {name: [list(r.min), list(r.opt), list(r.max)] for name, r in ranges.items()},
         }
 
-    def network_flags(self, trt: Any) -> int:
-        if not self.strongly_typed:
-            return 0  # TensorRT 10: explicit batch is the only mode, nothing to set
-        strongly_typed = getattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
-        if strongly_typed is None:
-            raise EngineBuildError(
-                f"tensorrt: TensorRT {getattr(trt, '__version__', '?')} has no strongly typed networks, which "
-                "precision='fp32' needs to keep the model's dtypes; install TensorRT 10 or newer"
-            )
-        return 1 << int(strongly_typed)
-
-    def constrain_layers(self, trt: Any, network: Any, model: onnx.ModelProto) -> list[str]:
-        """Every layer the parser made from an ONNX node of a kept fx node (``fp32_nodes``, matched as ONNX
-        Runtime's emulation matches: ``precision.onnx_origin``) constrained to float32: its precision and its
-        outputs' types; ``builder_config`` makes the builder obey. Returns the constrained layers' names. The
-        parser names a layer after its ONNX node, with a suffix when one node makes several layers."""
-        if not self.fp32_nodes or self.precision == "fp32":
-            return []
-        keep = resolve_fp32_nodes(self.fp32_nodes)
-        kept = {origin[0] for origin in map(onnx_origin, model.graph.node) if keep(*origin)}  # fx node names
-        floats = {trt.float32, trt.float16, getattr(trt, "bfloat16", trt.float32)}
-        constrained = []
-        for index in range(network.num_layers):
-            layer = network.get_layer(index)
-            if layer.name.split("/", 1)[0] in kept:
-                layer.precision = trt.float32
-                for output in range(layer.num_outputs):
-                    if layer.get_output(output).dtype in floats:
-                        layer.set_output_type(output, trt.float32)
-                constrained.append(layer.name)
-        return constrained
+    @staticmethod
+    def network_flags(trt: Any) -> int:
+        """``STRONGLY_TYPED`` where the enum has it (TensorRT 10 needs it to keep the model's types; 11 has only strongly
+        typed networks and ignores it), else nothing."""
+        flag = getattr(getattr(trt, "NetworkDefinitionCreationFlag", None), "STRONGLY_TYPED", None)
+        return 0 if flag is None else 1 << int(flag)
 
     def builder_config(self, trt: Any, builder: Any, ranges: Mapping[str, ShapeRange]) -> Any:
-        """``builder.create_builder_config()`` with the workspace limit, precision flag and one profile."""
+        """``builder.create_builder_config()`` with the workspace limit, TF32 set or cleared, and one profile."""
         config = builder.create_builder_config()
         if self.workspace_size:
             config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, self.workspace_size)
-        if self.precision == "fp32":
-            # TensorRT allows TF32 (10-bit mantissa products) for float32 by default; fp32 means float32.
-            tf32 = getattr(trt.BuilderFlag, "TF32", None)
-            if tf32 is not None:
-                config.clear_flag(tf32)
-        if self.precision in ("fp16", "bf16"):
-            flag = getattr(trt.BuilderFlag, self.precision.upper(), None)
-            if flag is None:
-                raise EngineBuildError(
-                    f"tensorrt: TensorRT {getattr(trt, '__version__', '?')} has no BuilderFlag.{self.precision.upper()}; "
-                    f"use precision='fp32' or a newer TensorRT"
-                )
-            config.set_flag(flag)
-        if self.fp32_nodes and self.precision != "fp32":
-            obey = getattr(trt.BuilderFlag, "OBEY_PRECISION_CONSTRAINTS", None)
-            if obey is None:
-                raise EngineBuildError(
-                    f"tensorrt: TensorRT {getattr(trt, '__version__', '?')} has no BuilderFlag.OBEY_PRECISION_CONSTRAINTS, "
-                    "which fp32_nodes needs; drop fp32_nodes or use TensorRT 8.4 or newer"
-                )
-            config.set_flag(obey)
+        tf32 = getattr(trt.BuilderFlag, "TF32", None)
+        if tf32 is not None:  # TensorRT allows TF32 by default; trtcheck says so only when Settings.tf32 does
+            (config.set_flag if self.tf32 else config.clear_flag)(tf32)
+        elif self.tf32:
+            raise EngineBuildError(f"tensorrt: TensorRT {getattr(trt, '__version__', '?')} has no BuilderFlag.TF32, which tf32=True needs")
         if ranges:
             index = config.add_optimization_profile(optimization_profile(builder, ranges))
             if index is not None and index < 0:
@@ -347,9 +341,16 @@ class TensorRTEngine(Engine):
         if trt is None or not cuda.is_available():
             missing = "the `tensorrt` package" if trt is None else "a CUDA GPU (torch.cuda.is_available() is False)"
             raise EngineBuildError(f"{MISSING_DEPENDENCY_MESSAGE} (missing here: {missing})")
+        refused = unsupported_version(getattr(trt, "__version__", "unknown"))
+        if refused is not None:
+            raise EngineBuildError(f"tensorrt: {refused}")
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
         check_model_signature(self.backend, model, self.inputs, self.outputs)
+        model, _ = precision_graph(model, settings)  # what TensorRT builds: the model's own types, strongly typed
+        self.model = model
+        """The ONNX model handed to TensorRT's parser: the segment's precision graph (``precision_graph``)."""
+        self.node_origins = node_origins(model)
         self.options = BuilderOptions.from_settings(settings)
         self.ranges = _shape_ranges(self.inputs, shape_ranges)
         self._device = cuda.current_device()
@@ -424,16 +425,17 @@ class TensorRTEngine(Engine):
         parser = trt.OnnxParser(network, self._logger)
         if not parser.parse(onnx_bytes):
             errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
-            unsupported = _unsupported_nodes(trt, builder, self.options, self._logger, model, onnx_bytes)
-            raise _refusal(errors, unsupported)
-        self.constrained_layers = self.options.constrain_layers(trt, network, model)
+            unsupported = _unsupported_nodes(trt, builder, self._logger, model, onnx_bytes)
+            raise _refusal(errors, unsupported, self.node_origins)
         config = self.options.builder_config(trt, builder, self.ranges)
         serialized = builder.build_serialized_network(network, config)
         if serialized is None:
+            said = _LOG.since(mark)
+            origin = explain_node_names(said, self.node_origins)
             raise EngineBuildError(
                 "tensorrt: building the engine failed; common causes are ops without a TensorRT implementation "
                 f"for these dtypes (precision={self.options.precision!r}), or too little GPU memory "
-                f"(workspace_size={self.options.workspace_size}).{_LOG.since(mark)}"
+                f"(workspace_size={self.options.workspace_size}).{said}" + (f" ({origin})" if origin else "")
             )
         return bytes(serialized)  # IHostMemory has the buffer protocol; the cache hashes and writes bytes
 
@@ -490,6 +492,10 @@ class TensorRTEngine(Engine):
         error = tensorrt_import_error()
         if error is not None:
             missing.append(f"the `tensorrt` package ({error})")
+        else:
+            refused = unsupported_version(getattr(import_tensorrt(), "__version__", "unknown"))
+            if refused is not None:
+                missing.append(f"a supported TensorRT (this is {refused})")
         if not cls.cuda.is_available():
             with_cuda = f"with CUDA {torch.version.cuda}" if torch.version.cuda else "without CUDA"
             built = f"torch {torch.__version__}, built {with_cuda}"
@@ -532,11 +538,11 @@ def _shape_ranges(inputs: Sequence[TensorSpec], given: Mapping[str, Any] | None)
 
 
 def _unsupported_nodes(
-    trt: Any, builder: Any, options: BuilderOptions, logger: Any, model: onnx.ModelProto, onnx_bytes: bytes
+    trt: Any, builder: Any, logger: Any, model: onnx.ModelProto, onnx_bytes: bytes
 ) -> list[tuple[int, str, tuple[str, ...]]]:
     """The ONNX nodes in subgraphs ``supports_model_v2`` marks unsupported (diagnostics only: [] on any trouble)."""
     try:
-        network = builder.create_network(options.network_flags(trt))
+        network = builder.create_network(BuilderOptions.network_flags(trt))
         parser = trt.OnnxParser(network, logger)
         if parser.supports_model_v2(onnx_bytes):
             return []
@@ -550,9 +556,14 @@ def _unsupported_nodes(
     return [(i, nodes[i].op_type, tuple(nodes[i].output)) for i in sorted(set(indices)) if 0 <= i < len(nodes)]
 
 
-def _refusal(errors: Sequence[str], unsupported: Sequence[tuple[int, str, tuple[str, ...]]]) -> ParserRefusedError:
+def _refusal(
+    errors: Sequence[str], unsupported: Sequence[tuple[int, str, tuple[str, ...]]], origins: Mapping[str, str] | None = None
+) -> ParserRefusedError:
     said = "; ".join(errors) or "no error recorded"
     message = f"tensorrt: TensorRT's ONNX parser refused the segment's model: {said}."
+    origin = explain_node_names(said, origins or {})
+    if origin:
+        message += f" {origin}."
     if unsupported:
         ops = sorted({op for _, op, _ in unsupported})
         listed = ", ".join(f"#{i} {op} -> {', '.join(outs)}" for i, op, outs in unsupported[:10])

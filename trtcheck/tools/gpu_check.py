@@ -1,6 +1,6 @@
-"""The GPU check: the zoo through every GPU backend present, in fp32 and fp16, checked and timed against eager.
+"""The GPU check: the zoo through every GPU backend present, in fp32, fp16 and tf32, checked and timed against eager.
 
-    python -m trtcheck.tools.gpu_check [--out DIR] [--models 'resnet*,seed_*'] [--modes fp32,fp16] [--budget 420]
+    python -m trtcheck.tools.gpu_check [--out DIR] [--models 'resnet*,seed_*'] [--modes fp32,mixed-fp16,tf32] [--budget 420]
 
 On a CUDA machine it
 
@@ -9,10 +9,12 @@ On a CUDA machine it
 2. runs every zoo model (``import trtcheck_zoo as models``) through every GPU backend present: ``tensorrt``
    (TensorRT, if installed) and ``onnxruntime`` (only with ONNX Runtime's CUDAExecutionProvider: the CPU
    provider is not a GPU backend), in each mode: ``fp32`` (float32 model, ``precision="fp32"``, TF32 off in
-   torch too), ``fp16`` (the model and its float inputs in float16, ``precision="fp16"``) and, when asked
-   for, ``mixed-fp16`` (float32 model, TensorRT free to use fp16 kernels, ``precision="fp16"``);
+   TensorRT and in torch), ``fp16`` (the model and its float inputs in float16, ``precision="fp16"``),
+   ``mixed-fp16`` (float32 model, ``precision="fp16"``: the segment's mixed-precision ONNX graph, float32 at the
+   engine's I/O, which TensorRT 11 builds strongly typed) and ``tf32`` (float32 model, ``Settings(tf32=True)``:
+   TensorRT's float32 matmuls and convolutions on TF32, as Torch-TensorRT builds by default; eager stays float32);
 3. checks each compiled module against eager on the example inputs and a second input set (fp32: the zoo
-   matrix's tolerances; fp16 modes: rtol 1e-2 and atol 1e-2 of the largest eager output), and fails on
+   matrix's tolerances; fp16 and tf32 modes: rtol 1e-2 and atol 1e-2 of the largest eager output), and fails on
    fallbacks (a segment TensorRT's parser refused, an engine that did not build);
 4. times eager and stitched, each call followed by ``torch.cuda.synchronize()`` (3 warm-up calls, then
    ``--rounds`` timed calls);
@@ -49,19 +51,21 @@ from pathlib import Path
 from typing import Any
 
 WARMUP = 3
-MODES: dict[str, tuple[str, str]] = {  # mode -> (model dtype, Settings.precision)
-    "fp32": ("float32", "fp32"),
-    "fp16": ("float16", "fp16"),
-    "mixed-fp16": ("float32", "fp16"),
+MODES: dict[str, tuple[str, str, bool]] = {  # mode -> (model dtype, Settings.precision, Settings.tf32)
+    "fp32": ("float32", "fp32", False),
+    "fp16": ("float16", "fp16", False),
+    "mixed-fp16": ("float32", "fp16", False),
+    "tf32": ("float32", "fp32", True),
 }
-FP16_TOLERANCE = 1e-2
+DEFAULT_MODES = "fp32,fp16,mixed-fp16,tf32"
+FP16_TOLERANCE = 1e-2  # fp16 modes and tf32: both round to 10-bit mantissas (unit roundoff 2**-11)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m trtcheck.tools.gpu_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", help="output folder (default: $OUT, else gpu-check/)")
     parser.add_argument("--models", default="*", help="zoo names or globs, comma separated (default: every model)")
-    parser.add_argument("--modes", default="fp32,fp16", help=f"comma separated, of {', '.join(MODES)} (default: fp32,fp16)")
+    parser.add_argument("--modes", default=DEFAULT_MODES, help=f"comma separated, of {', '.join(MODES)} (default: {DEFAULT_MODES})")
     parser.add_argument("--backends", default="", help="comma separated subset of the GPU backends found (default: all)")
     parser.add_argument("--min-block-size", type=int, default=5, help="Settings.min_block_size (default 5, trtcheck's default)")
     parser.add_argument("--rounds", type=int, default=20, help="timed calls per variant (default 20)")
@@ -269,14 +273,14 @@ def run_one(entry: Any, backend: str, mode: str, args: argparse.Namespace, devic
     from trtcheck.engines import OnnxRuntimeEngine  # deferred: the environment is reported even where this fails
     from trtcheck.verification.equivalence import compare_outputs  # deferred: the environment is reported even where this fails
 
-    dtype_name, precision = MODES[mode]
+    dtype_name, precision, tf32 = MODES[mode]
     dtype = getattr(torch, dtype_name)
     model, inputs = entry.build()
     model = model.to(device).to(dtype) if dtype != torch.float32 else model.to(device)
     inputs = _to(tuple(inputs), device, dtype)
     second = _to(_second_inputs(entry, inputs), device, dtype)
     cache_dir = {"engine_cache_dir": args.engine_cache_dir} if args.engine_cache_dir else {}
-    settings = trtcheck.Settings(min_block_size=args.min_block_size, precision=precision, **cache_dir)
+    settings = trtcheck.Settings(min_block_size=args.min_block_size, precision=precision, tf32=tf32, **cache_dir)
     with torch.inference_mode():
         try:
             model(*inputs)  # an op without a float16 kernel on this device fails here, before any compile
@@ -318,7 +322,7 @@ def run_one(entry: Any, backend: str, mode: str, args: argparse.Namespace, devic
         for variant, fn in (("eager", model), ("stitched", stitched)):
             times = _timings(fn, inputs, args.rounds, synchronize)
             info = extra_info(entry.name, preset, variant, backend, stitched, equivalence)
-            info.update(precision=precision, dtype=dtype_name, device=str(device), min_block_size=args.min_block_size)
+            info.update(precision=precision, tf32=tf32, dtype=dtype_name, device=str(device), min_block_size=args.min_block_size)
             outcome.benchmarks.append(_benchmark(f"{entry.name}-{preset}-{variant}", group, times, info))
             median = sorted(times)[len(times) // 2]
             if variant == "eager":
@@ -400,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if args.device == "cuda":
-        # fp32 means float32 on both sides: torch's cuDNN convolutions default to TF32 on Ampere and newer.
+        # Eager is the float32 reference in every float32 mode (tf32 included: the engine's TF32 is what is checked):
+        # torch's cuDNN convolutions default to TF32 on Ampere and newer.
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     device = torch.device(args.device, torch.cuda.current_device()) if args.device == "cuda" else torch.device("cpu")
