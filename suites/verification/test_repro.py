@@ -90,6 +90,9 @@ def test_repro_folder_has_every_file_and_the_failure(tmp_path, case):
         "workspace_size": 1 << 30,
         "engine_cache": True,
         "engine_cache_dir": None,
+        "tf32": False,
+        "use_fp32_acc": False,
+        "autocast": None,
     }
 
 
