@@ -120,6 +120,7 @@ def _fresh_repro(folder) -> subprocess.CompletedProcess:
                           env=env, timeout=300, check=False)
 
 
+@pytest.mark.slow  # two subprocess runs
 def test_a_culprit_folder_carries_the_user_s_converters_and_fails_in_a_fresh_process(tmp_path):
     """Issue 43, item 8: the culprit folders ``reduce`` wrote did not carry the user's converters, so each repro.py
     printed PASS in a fresh process for the failure it was written for. Each folder now records them
