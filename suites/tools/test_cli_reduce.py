@@ -111,4 +111,5 @@ def test_reduce_of_a_mismatch_inside_a_cond_branch_exits_1_and_names_the_branch(
     out = capsys.readouterr().out
     assert code == 1, out
     assert "0 independent culprit(s)" in out and "the compiled outputs differ from eager's" in out
-    assert "inside the engines of true_graph_0 (of cond node 'cond')" in out and "cannot reduce inside" in out
+    assert "inside the engines of true_graph_0 (of cond node 'cond', the branch this input took):" in out, out
+    assert "cannot reduce inside control-flow branches yet" in out and "false_graph_0" not in out  # not taken

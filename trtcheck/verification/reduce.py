@@ -226,30 +226,50 @@ def reduce_model(
         comparison = compare_outputs(expected, actual, rtol=rtol, atol=atol)
         if not comparison.passed:
             flat = flat_inputs(compiled.partition.graph_module, input_set, kwargs)
-            reduction = reduce_compiled(compiled, flat, backend, rtol, atol, **options)
+            gm = compiled.partition.graph_module
+            with torch.no_grad():  # as reduce_compiled does, the values kept to tell which branch ran
+                values = record_eager(gm, flat)
+                reduction = reduce_graph(gm, values, tensorrt_nodes(compiled), backend, rtol, atol, **options)
             reduction.mismatch = next((o.message for o in comparison.outputs if not o.passed), "an output differs")
-            reduction.unreduced = branches_with_engines(compiled.partition)
+            reduction.unreduced = branches_with_engines(compiled.partition, _branches_taken(gm, values))
             if not reduction.culprits:
                 reduction.notes.append(_unexplained(reduction))
             return reduction
     return Reduction(candidates=len(tensorrt_nodes(compiled)), notes=["the compiled outputs match eager's: nothing to reduce"])
 
 
-def branches_with_engines(partition: Any, path: str = "") -> list[str]:
+def branches_with_engines(partition: Any, taken: Mapping[str, bool] | None = None, path: str = "") -> list[str]:
     """The control-flow branches of ``partition`` (nested ones as ``outer/inner``) that run TensorRT segments, each
-    as ``"true_graph_0 (of cond node 'cond')"``: where a mismatch the top-level nodes do not explain may be."""
+    as ``"true_graph_0 (of cond node 'cond')"``: where a mismatch the top-level nodes do not explain may be.
+    ``taken`` (``_branches_taken``) leaves out the top-level cond branches the input did not take."""
     found = []
     for node in partition.graph_module.graph.nodes:
         for name in branch_names(node):
             sub = partition.subpartitions.get(name)
-            if sub is None:
+            if sub is None or (taken is not None and taken.get(name) is False):
                 continue
             where = f"{path}/{name}" if path else name
             if any(segment.target is Target.TENSORRT for segment in sub.segments):
                 op = getattr(node.target, "__name__", str(node.target))
-                found.append(f"{where} (of {op} node {node.name!r})")
-            found += branches_with_engines(sub, where)
+                ran = ", the branch this input took" if taken is not None and taken.get(name) else ""
+                found.append(f"{where} (of {op} node {node.name!r}{ran})")
+            found += branches_with_engines(sub, None, where)
     return found
+
+
+def _branches_taken(gm: torch.fx.GraphModule, values: Values) -> dict[str, bool]:
+    """For each top-level ``torch.cond`` of ``gm`` whose predicate eager recorded: its branches, by name, and
+    whether the input took each."""
+    taken: dict[str, bool] = {}
+    for node in gm.graph.find_nodes(op="call_function", target=torch.ops.higher_order.cond):
+        pred = node.args[0]
+        value = values.get(pred) if isinstance(pred, torch.fx.Node) else pred
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = bool(value.item())
+        if isinstance(value, bool):
+            true_name, false_name = branch_names(node)[:2]
+            taken[true_name], taken[false_name] = value, not value
+    return taken
 
 
 def _unexplained(reduction: Reduction) -> str:
