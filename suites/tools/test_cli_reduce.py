@@ -62,3 +62,54 @@ def test_reduce_of_a_repro_folder_registers_the_folder_s_converters(tmp_path, wr
     assert "converter: registered" in out and "_relu_as_negation" in out
     assert "1 node(s): relu = aten.relu.default" in out
     assert converters.get(torch.ops.aten.relu.default) is builtin  # the folder's converters do not outlive the reduction
+
+
+WRONG_TANH_IN_A_BRANCH = '''
+import torch
+from torch import nn
+from trtcheck import conversion as converters
+
+_builtin = converters.get(torch.ops.aten.tanh.default)
+
+
+def _tanh_off_by_one_percent(ctx, node):  # wrong on purpose: the engine computes 1.01 * tanh(x)
+    out = _builtin.fn(ctx, node)
+    return ctx.add("Mul", [out, ctx.constant(1.01, node.meta["val"].dtype)])
+
+
+converters.register(torch.ops.aten.tanh.default, override=True, validator=_builtin.validator)(_tanh_off_by_one_percent)
+
+
+class Branching(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.out = nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        h = torch.cond(h.sum() > -1e6, lambda h: torch.tanh(h) * 2.0, lambda h: torch.sigmoid(h) + 1.0, (h,))
+        return self.out(h)
+
+
+def build():
+    torch.manual_seed(0)
+    return Branching().eval(), (torch.randn(2, 8),)
+'''
+
+
+def test_reduce_of_a_mismatch_inside_a_cond_branch_exits_1_and_names_the_branch(tmp_path, capsys):
+    """Issue 43, item 6: a wrong converter inside a cond branch gave "0 independent culprit(s), 1 sub-engines" and
+    exit 0, which the README says means the outputs match; they do not. reduce now says the outputs differ, that
+    the mismatch is inside the branch (by name) it cannot reduce yet, and exits 1."""
+    from trtcheck import conversion as converters
+
+    path = tmp_path / "branching.py"
+    path.write_text(WRONG_TANH_IN_A_BRANCH)
+    with converters.Snapshot():  # the wrong tanh is registered by the import of branching.py, and undone after
+        code = main(["reduce", f"{path}:build", "--min-block-size", "1", *ORT, "--out", str(tmp_path / "reduced")])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "0 independent culprit(s)" in out and "the compiled outputs differ from eager's" in out
+    assert "inside the engines of true_graph_0 (of cond node 'cond', the branch this input took):" in out, out
+    assert "cannot reduce inside control-flow branches yet" in out and "false_graph_0" not in out  # not taken

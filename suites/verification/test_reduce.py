@@ -75,7 +75,8 @@ def test_two_independent_wrong_ops_reduce_to_two_repros_that_fail_until_the_conv
     folder = reduction.culprits[0].repro
     config = json.loads((folder / "settings.json").read_text())
     assert config["backend"] == ORT and config["nodes"] == ["add_3"] and "rtol" in config and "atol" in config
-    assert sorted(path.name for path in folder.iterdir()) == ["graph.py", "inputs.pt", "repro.py", "settings.json", "subgraph.pt"]
+    files = ["converters.json", "graph.py", "inputs.pt", "repro.py", "settings.json", "subgraph.pt"]
+    assert sorted(path.name for path in folder.iterdir()) == files
     done = subprocess.run([sys.executable, str(folder / "repro.py")], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.strip().endswith("PASS"), done.stdout + done.stderr  # no model code needed
 
@@ -96,3 +97,87 @@ def test_a_model_without_a_mismatch_has_nothing_to_reduce():
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
     reduction = reduce_model(model, (torch.randn(2, 8),), trtcheck.Settings(min_block_size=1), backend=ORT)
     assert not reduction.culprits and "nothing to reduce" in str(reduction)
+
+
+_WRONG_RELU_MODULE = '''
+import torch
+from trtcheck import conversion as converters
+
+
+def relu_converter(ctx, node):  # the user's own relu converter, module-level: a repro can import it by file
+    return ctx.add("{op}", [ctx.name(node.args[0])])
+'''
+
+
+def _fresh_repro(folder) -> subprocess.CompletedProcess:
+    """``python repro.py`` in a new process, trtcheck importable from this checkout (PYTHONPATH passed through)."""
+    import os
+    import pathlib
+
+    root = str(pathlib.Path(trtcheck.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    return subprocess.run([sys.executable, str(folder / "repro.py")], capture_output=True, text=True, cwd=folder.parent,
+                          env=env, timeout=300, check=False)
+
+
+@pytest.mark.slow  # two subprocess runs
+def test_a_culprit_folder_carries_the_user_s_converters_and_fails_in_a_fresh_process(tmp_path):
+    """Issue 43, item 8: the culprit folders ``reduce`` wrote did not carry the user's converters, so each repro.py
+    printed PASS in a fresh process for the failure it was written for. Each folder now records them
+    (``converters.json``), and its repro.py registers them: FAIL while the user's converter is wrong, PASS once the
+    user's file is fixed."""
+    import importlib.util
+
+    from trtcheck import conversion as converters
+
+    source = tmp_path / "my_converters.py"
+    source.write_text(_WRONG_RELU_MODULE.format(op="Neg"))  # wrong on purpose: -x for relu(x)
+    spec = importlib.util.spec_from_file_location("my_converters_for_reduce", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)).eval()
+    with converters.Snapshot():
+        converters.register(aten.relu.default, override=True)(module.relu_converter)
+        reduction = reduce_model(model, (torch.randn(2, 8),), trtcheck.Settings(min_block_size=1), backend=ORT,
+                                 out_dir=tmp_path / "reduced")
+    assert [culprit.nodes for culprit in reduction.culprits] == [["relu"]], str(reduction)
+    folder = reduction.culprits[0].repro
+    (record,) = json.loads((folder / "converters.json").read_text())
+    assert record["target"] == "aten.relu.default" and record["converter"]["qualname"] == "relu_converter"
+    done = _fresh_repro(folder)
+    assert done.returncode == 1 and done.stdout.strip().endswith("FAIL"), done.stdout + done.stderr[-3000:]
+    assert "converter: registered my_converters_for_reduce.relu_converter for aten.relu.default" in done.stdout
+    source.write_text(_WRONG_RELU_MODULE.format(op="Relu"))  # the user fixes the converter
+    done = _fresh_repro(folder)
+    assert done.returncode == 0 and done.stdout.strip().endswith("PASS"), done.stdout + done.stderr[-3000:]
+
+
+class _SoftmaxThenSub(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = torch.softmax(self.fc(x), dim=-1)
+        return h - h.mean(dim=0, keepdim=True)
+
+
+def test_a_culprit_of_a_dynamic_shape_model_reproduces_from_its_folder(tmp_path):
+    """Issue 43, item 9: the reduced repros of a dynamic-shape model raised a raw ConversionError ("segment value
+    ... is not a tensor (meta['val'] = None)"): the saved subgraph had lost its nodes' symbolic metadata. The folder
+    now restores the metadata from the recorded values at the cut (and records the Dims), so repro.py FAILs while
+    the bug is there and PASSes once the converter is restored."""
+    from torch.export import Dim
+
+    torch.manual_seed(0)
+    model = _SoftmaxThenSub().eval()
+    with planted(aten._softmax.default, None, off_by(1.01)):
+        reduction = reduce_model(model, (torch.randn(4, 8),), trtcheck.Settings(min_block_size=1), backend=ORT,
+                                 dynamic_shapes=({0: Dim("batch", min=2, max=32)},), out_dir=tmp_path)
+        assert reduction.culprits and "_softmax" in reduction.culprits[0].nodes, str(reduction)
+        folder = reduction.culprits[0].repro
+        assert _run_repro(folder) == 1  # FAIL with the bug, no ConversionError
+    assert _run_repro(folder) == 0  # PASS once restored
+    config = json.loads((folder / "settings.json").read_text())
+    assert config["dims"], config  # the symbolic sizes of the cut, by input

@@ -31,6 +31,7 @@ from trtcheck.engines import resolve_backend
 from trtcheck.lowering.export import source_of
 from trtcheck.lowering.graph import flat_inputs
 from trtcheck.names import checked_settings
+from trtcheck.partitioning.nodes import branch_names
 from trtcheck.partitioning.reasons import Target
 from trtcheck.settings import Settings
 from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_against_reference
@@ -107,15 +108,21 @@ class Reduction:
     seconds: float = 0.0
     cut_short: bool = False
     notes: list[str] = field(default_factory=list)
+    mismatch: str | None = None  # reduce_model: the compiled model's first output that differs from eager's
+    unreduced: list[str] = field(default_factory=list)  # the branches with engines a mismatch may be inside
 
     @property
     def failed(self) -> bool:
-        return bool(self.culprits)
+        """A culprit was found, or the compiled outputs differ from eager's (culprits found or not): never a pass
+        for a model whose outputs do not match (issue 43, item 6)."""
+        return bool(self.culprits) or self.mismatch is not None
 
     def __str__(self) -> str:
         lines = [f"reduction of {self.candidates} TensorRT nodes: {len(self.culprits)} independent culprit(s), "
                  f"{self.tests} sub-engines, {self.seconds:.1f} s{', cut short by its time budget' if self.cut_short else ''}"]
         lines += [f"  culprit {index}: {culprit}" for index, culprit in enumerate(self.culprits, 1)]
+        if self.mismatch is not None and not self.culprits:
+            lines.append(f"  the compiled outputs differ from eager's, and no culprit was found: {self.mismatch}")
         lines += [f"  note: {note}" for note in self.notes]
         return "\n".join(lines)
 
@@ -216,10 +223,65 @@ def reduce_model(
         with torch.no_grad():
             expected = source.eager(*cloned(input_set), **cloned(kwargs))
             actual = compiled(*cloned(input_set), **cloned(kwargs))
-        if not compare_outputs(expected, actual, rtol=rtol, atol=atol).passed:
+        comparison = compare_outputs(expected, actual, rtol=rtol, atol=atol)
+        if not comparison.passed:
             flat = flat_inputs(compiled.partition.graph_module, input_set, kwargs)
-            return reduce_compiled(compiled, flat, backend, rtol, atol, **options)
+            gm = compiled.partition.graph_module
+            with torch.no_grad():  # as reduce_compiled does, the values kept to tell which branch ran
+                values = record_eager(gm, flat)
+                reduction = reduce_graph(gm, values, tensorrt_nodes(compiled), backend, rtol, atol, **options)
+            reduction.mismatch = next((o.message for o in comparison.outputs if not o.passed), "an output differs")
+            reduction.unreduced = branches_with_engines(compiled.partition, _branches_taken(gm, values))
+            if not reduction.culprits:
+                reduction.notes.append(_unexplained(reduction))
+            return reduction
     return Reduction(candidates=len(tensorrt_nodes(compiled)), notes=["the compiled outputs match eager's: nothing to reduce"])
+
+
+def branches_with_engines(partition: Any, taken: Mapping[str, bool] | None = None, path: str = "") -> list[str]:
+    """The control-flow branches of ``partition`` (nested ones as ``outer/inner``) that run TensorRT segments, each
+    as ``"true_graph_0 (of cond node 'cond')"``: where a mismatch the top-level nodes do not explain may be.
+    ``taken`` (``_branches_taken``) leaves out the top-level cond branches the input did not take."""
+    found = []
+    for node in partition.graph_module.graph.nodes:
+        for name in branch_names(node):
+            sub = partition.subpartitions.get(name)
+            if sub is None or (taken is not None and taken.get(name) is False):
+                continue
+            where = f"{path}/{name}" if path else name
+            if any(segment.target is Target.TENSORRT for segment in sub.segments):
+                op = getattr(node.target, "__name__", str(node.target))
+                ran = ", the branch this input took" if taken is not None and taken.get(name) else ""
+                found.append(f"{where} (of {op} node {node.name!r}{ran})")
+            found += branches_with_engines(sub, None, where)
+    return found
+
+
+def _branches_taken(gm: torch.fx.GraphModule, values: Values) -> dict[str, bool]:
+    """For each top-level ``torch.cond`` of ``gm`` whose predicate eager recorded: its branches, by name, and
+    whether the input took each."""
+    taken: dict[str, bool] = {}
+    for node in gm.graph.find_nodes(op="call_function", target=torch.ops.higher_order.cond):
+        pred = node.args[0]
+        value = values.get(pred) if isinstance(pred, torch.fx.Node) else pred
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = bool(value.item())
+        if isinstance(value, bool):
+            true_name, false_name = branch_names(node)[:2]
+            taken[true_name], taken[false_name] = value, not value
+    return taken
+
+
+def _unexplained(reduction: Reduction) -> str:
+    """Why a mismatch gave no culprit, and that it is still a failure."""
+    if reduction.cut_short:
+        return "the time budget ran out before a culprit was found: rerun with a larger --budget"
+    if reduction.unreduced:
+        return (f"no set of top-level TensorRT nodes fails on its own, so the mismatch is inside the engines of "
+                f"{', '.join(reduction.unreduced)}: reduce cannot reduce inside control-flow branches yet; forcing "
+                f"the branch's ops to PyTorch one at a time (torch_executed_ops) shows which converter it is")
+    return ("no set of TensorRT nodes fails on its own against eager's values at its cut: the mismatch is rounding "
+            "accumulated across engines, or comes from what runs in PyTorch")
 
 
 # ------------------------------------------------------------------------------------------- the repro

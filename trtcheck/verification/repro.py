@@ -190,10 +190,14 @@ def write_subgraph_repro(
     whose ``repro.py`` prints FAIL (exit 1) or PASS (exit 0). Returns the folder."""
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    config = {**config, "dims": _symbolic_sizes(module)}  # a dynamic model's sizes at the cut, for reading
     atomic_write(folder / "graph.py", module.print_readable(print_output=False))
     save_graph_module(module, folder / "subgraph.pt")
     atomic_write(folder / "inputs.pt", lambda file: torch.save(tuple(inputs), file))
     atomic_write(folder / "settings.json", json.dumps(dict(config), indent=2) + "\n")
+    # the converters the culprit's ops had when it failed (a user's register, an override): without them the
+    # fresh process that runs repro.py converts with trtcheck's own and passes (issue 43, item 8)
+    atomic_write(folder / "converters.json", json.dumps(user_converters(module), indent=2) + "\n")
     atomic_write(folder / "repro.py", _SUBGRAPH_SCRIPT.format(name=safe_name(folder.name), count=len(config.get("nodes", ()))))
     return folder
 
@@ -203,7 +207,33 @@ def load_subgraph_repro(folder: str | os.PathLike) -> tuple[torch.fx.GraphModule
     folder = pathlib.Path(folder)
     module = torch.load(folder / "subgraph.pt", weights_only=False)  # a torch.fx.GraphModule
     inputs = tuple(torch.load(folder / "inputs.pt", weights_only=False))
+    _restore_values(module, inputs)
     return module, inputs, json.loads((folder / "settings.json").read_text())
+
+
+def _symbolic_sizes(module: torch.fx.GraphModule) -> dict[str, list[str]]:
+    """Each placeholder of ``module`` whose ``meta["val"]`` has a symbolic size (a dynamic model's Dim), as its
+    sizes' names (``["s0", "8"]``): what a reduced repro of a dynamic model was cut at."""
+    sizes = {}
+    for node in module.graph.find_nodes(op="placeholder"):
+        value = node.meta.get("val")
+        if isinstance(value, torch.Tensor) and any(not isinstance(size, int) for size in value.shape):
+            sizes[node.name] = [str(size) for size in value.shape]
+    return sizes
+
+
+def _restore_values(module: torch.fx.GraphModule, inputs: Sequence[Any]) -> None:
+    """Give every node of a loaded subgraph its ``meta["val"]`` again, at the sizes of ``inputs`` (its recorded
+    values). A symbolic shape is not stored (module docstring), and a lowered graph recomputes it, but a reduced
+    culprit is converted as it is: without it the engine has no shape or dtype for that value (issue 43, item 9)."""
+    if all("val" in node.meta for node in module.graph.nodes if node.op not in ("output", "get_attr")):
+        return
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        fakes = [mode.from_tensor(value) if isinstance(value, torch.Tensor) else value for value in inputs]
+    FakeTensorProp(module, mode).propagate_dont_convert_inputs(*fakes)
 
 
 def user_converters(graph_module: torch.fx.GraphModule) -> list[dict[str, Any]]:
@@ -681,8 +711,9 @@ model's code. Written by trtcheck.verification.repro.
 
 import pathlib
 
+from trtcheck.conversion import Snapshot
 from trtcheck.verification.reduce import check_subgraph
-from trtcheck.verification.repro import load_subgraph_repro
+from trtcheck.verification.repro import load_subgraph_repro, register_recorded_converters
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -690,8 +721,15 @@ HERE = pathlib.Path(__file__).resolve().parent
 def main():
     module, inputs, config = load_subgraph_repro(HERE)  # the nodes as a torch.fx.GraphModule, the values at its inputs
     print("nodes:", ", ".join(f"{{n}} = {{o}}" for n, o in zip(config["nodes"], config["ops"])))
-    comparison = check_subgraph(module, inputs, config["backend"], config["rtol"], config["atol"])
+    with Snapshot():  # the user's converters (converters.json), registered for this check only
+        converters = register_recorded_converters(HERE / "converters.json")  # as when it failed
+        for line in converters:
+            print("converter:", line)
+        comparison = check_subgraph(module, inputs, config["backend"], config["rtol"], config["atol"])
     print(comparison)
+    missing = [line for line in converters if line.startswith("NOT registered")]
+    if comparison.passed and missing:
+        print(f"({{len(missing)}} of the failure's converters could not be registered: see above)")
     print("PASS" if comparison.passed else "FAIL")
     return 0 if comparison.passed else 1
 
