@@ -250,7 +250,7 @@ def observe(gm: torch.fx.GraphModule, flat_inputs: Sequence[Any]) -> Observation
     try:
         with torch.no_grad(), lean_run():
             observer.run(*copies)
-    except Exception:  # noqa: BLE001 - kept in the observation: find_mismatches decides whether it is the model's
+    except Exception:  # kept in the observation: find_mismatches decides whether it is the model's
         if observer.failed is None:
             raise
     finally:

@@ -214,7 +214,7 @@ def child(tool: str, name: str, keep_denormals: bool, check_shapes: bool = True)
     logging.disable(logging.WARNING)
     torch.set_flush_denormal(not keep_denormals)
     if tool == "trtcheck":  # what compile imports, before anything is measured
-        import trtcheck.compiler.pipeline  # noqa: F401
+        import trtcheck.compiler.pipeline
         import trtcheck.engines.onnxruntime  # noqa: F401
     else:
         import importlib

@@ -175,7 +175,7 @@ def test_register_duplicate_needs_override_and_snapshot_restores() -> None:
     original = converters.get(A.relu.default)
     before = converters.registered_targets()
 
-    def replacement(ctx, node):  # noqa: ANN001, ANN202 - throwaway converter
+    def replacement(ctx, node):  # throwaway converter
         return ctx.name(node.args[0])
 
     with converters.Snapshot():
@@ -202,14 +202,14 @@ def test_conversion_asks_a_validator_only_what_partitioning_did_not() -> None:
     from trtcheck.compiler.convert import convert
 
     class SinCos(torch.nn.Module):
-        def forward(self, x):  # noqa: ANN001, ANN202
+        def forward(self, x):
             return torch.sin(x).cos() + 1
 
     model, inputs = SinCos(), (torch.randn(3, 4),)
     asked: list[str] = []
     original = converters.get(A.sin.default)
 
-    def counting(node):  # noqa: ANN001, ANN202
+    def counting(node):
         asked.append(node.name)
         return original.validator(node)
 
@@ -223,7 +223,7 @@ def test_conversion_asks_a_validator_only_what_partitioning_did_not() -> None:
 
         refusing = []
 
-        def refuse(node):  # noqa: ANN001, ANN202 - registered after partitioning: conversion must ask it
+        def refuse(node):  # registered after partitioning: conversion must ask it
             refusing.append(node.name)
             return False
 

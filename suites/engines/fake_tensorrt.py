@@ -240,10 +240,10 @@ class IOptimizationProfile:
     def __init__(self) -> None:
         self._shapes: dict[str, list[tuple[int, ...]]] = {}
 
-    def set_shape(self, input: str, min: Any, opt: Any, max: Any) -> None:  # noqa: A002 - TensorRT's keyword names
+    def set_shape(self, input: str, min: Any, opt: Any, max: Any) -> None:  # TensorRT's keyword names
         self._shapes[input] = [tuple(min), tuple(opt), tuple(max)]
 
-    def get_shape(self, input: str) -> list[tuple[int, ...]]:  # noqa: A002
+    def get_shape(self, input: str) -> list[tuple[int, ...]]:
         return list(self._shapes.get(input, []))
 
 

@@ -248,7 +248,7 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
         monkeypatch.syspath_prepend(str(tmp_path))
     namespace: dict = {}
     for block in blocks:
-        exec(compile(block, str(readme), "exec"), namespace)  # noqa: S102 - the README is this repository's own
+        exec(compile(block, str(readme), "exec"), namespace)  # the README is this repository's own
 
 
 def test_the_layout_check_catches_an_engine_output_without_its_recorded_strides():

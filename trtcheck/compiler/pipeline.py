@@ -29,7 +29,7 @@ from trtcheck.runtime.threads import check_torch_threads
 from trtcheck.settings import Settings
 
 
-def compile(  # noqa: A001 - trtcheck.compile mirrors torch.compile and torch_tensorrt.compile
+def compile(  # trtcheck.compile mirrors torch.compile and torch_tensorrt.compile
     model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathLike,
     example_inputs: Sequence[Any] | None = None,
     settings: Settings | None = None,

@@ -153,7 +153,7 @@ def _load_program(path: str | os.PathLike) -> torch.export.ExportedProgram:
     """A ``.pt2`` file saved by ``torch.export.save``, loaded to be lowered as exported."""
     try:
         return torch.export.load(path)
-    except Exception as error:  # noqa: BLE001 - torch.export.load raises many types for a bad file
+    except Exception as error:  # torch.export.load raises many types for a bad file
         raise LoweringError(
             f"{os.fspath(path)}: not a program saved by torch.export.save ({type(error).__name__}: {_first_lines(error, 1)}); "
             "pass an nn.Module or ExportedProgram, or save one with torch.export.save(torch.export.export(model, args), 'model.pt2')"
@@ -196,7 +196,7 @@ def _export(
     with TorchLog() as log:
         try:
             program = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
-        except Exception as error:  # torch.export raises many unrelated types
+        except Exception as error:  # noqa: BLE001 - torch.export raises many unrelated types
             refused: Exception | None = error
         else:
             refused = None
@@ -374,7 +374,7 @@ def _raise_if_inputs_do_not_fit(model: torch.nn.Module, args: tuple, kwargs: dic
     try:
         with torch.enable_grad(), probe:
             model(*args, **kwargs)
-    except Exception as error:  # noqa: BLE001 - any failure of eager itself means the inputs do not fit
+    except Exception as error:  # any failure of eager itself means the inputs do not fit
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         shapes = ", ".join(
             f"{tuple(v.shape)} {str(v.dtype).removeprefix('torch.')}" if isinstance(v, torch.Tensor) else repr(v)

@@ -205,7 +205,7 @@ def _evaluator(expr: sympy.Expr, slots: Mapping[Any, int]) -> Callable[[list[int
     try:
         from torch.utils._sympy.printers import PythonPrinter
 
-        function = eval(f"lambda _v: int({PythonPrinter().doprint(renamed)})", {"math": math})  # noqa: S307 - our own expression
+        function = eval(f"lambda _v: int({PythonPrinter().doprint(renamed)})", {"math": math})  # our own expression
         function([1] * (max(slots.values(), default=0) + 1))  # it runs: the printer knew every function in it
         return function
     except Exception:  # noqa: BLE001 - a function the printer cannot print: sympy, slower but right

@@ -50,7 +50,7 @@ class EngineModule(torch.nn.Module):
                 "compiled module with inputs like those, or compile again with examples of the new shape "
                 "(or dynamic_shapes covering it)"
             ) from error
-        except Exception as error:  # noqa: BLE001 - a run-time failure must name the engine that failed
+        except Exception as error:  # a run-time failure must name the engine that failed
             # An ONNX node the engine's message names (``div/Div``) as the fx node and converter it came from.
             origin = explain_node_names(str(error), self.engine.node_origins)
             raise EngineRuntimeError(

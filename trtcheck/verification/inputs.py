@@ -162,7 +162,7 @@ def run_eager(model: torch.nn.Module, input_set: tuple, kwargs: dict, index: int
     try:
         with torch.set_grad_enabled(grad):
             return model(*cloned(input_set), **cloned(kwargs))
-    except Exception as error:  # noqa: BLE001 - eager itself failing is the input set's fault, said plainly
+    except Exception as error:  # eager itself failing is the input set's fault, said plainly
         origin = (
             "which trtcheck generated like the example inputs (floats normal, booleans fair coins, integers within "
             "the example's smallest and largest value, a share of them at its edges: those two, 0 and +-1)"
