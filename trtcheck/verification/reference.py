@@ -28,27 +28,39 @@ from trtcheck.verification.state import restore_state
 def float64_outputs(
     model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any], state: Mapping[str, torch.Tensor] | None = None
 ) -> tuple[Any, str]:
+    """``float64_outputs_and_depth`` without the depth."""
+    exact, why, _ = float64_outputs_and_depth(model, args, kwargs, state)
+    return exact, why
+
+
+def float64_outputs_and_depth(
+    model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any], state: Mapping[str, torch.Tensor] | None = None
+) -> tuple[Any, str, int]:
     """``model``'s outputs on ``args``/``kwargs`` computed in float64 and ``""``; or None and why it could not run.
 
     ``model`` is copied (``copy.deepcopy``, with ``state``, a ``snapshot_state``, restored into the copy when
     given: the state eager started the call from) and never changed. Torch's
     default dtype is float64 during the call, so tensors ``forward`` creates itself are float64 too; every
     ``torch.fx.GraphModule`` in the model (itself, or one it calls) also has every ``dtype=`` argument of a floating
-    type retargeted to float64.
+    type retargeted to float64. The third value is the model's depth in roundings: the ops the call ran that
+    compute a value (views and copies not counted), what ``equivalence.rounding_bound`` allows for (0 when it
+    did not run).
     """
     try:
         twin = _cast_twin(model, state, torch.float64)
     except Exception as error:  # noqa: BLE001 - a model that cannot be copied or cast has no reference
-        return None, f"the model could not be copied to float64: {type(error).__name__}: {error}"
+        return None, f"the model could not be copied to float64: {type(error).__name__}: {error}", 0
     widen = lambda x: x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x  # noqa: E731
     wide = tree_map(widen, (cloned(tuple(args)), cloned(dict(kwargs))))
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
+    mode = _RoundWhereTheModelCasts()
     try:
-        with torch.no_grad(), _RoundWhereTheModelCasts():
-            return twin(*wide[0], **wide[1]), ""
+        with torch.no_grad(), mode:
+            return twin(*wide[0], **wide[1]), "", mode.depth
     except Exception as error:  # noqa: BLE001 - an op without a float64 kernel: the tolerances' verdict stands
-        return None, f"eager fails in float64: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        text = str(error).strip()
+        return None, f"eager fails in float64: {type(error).__name__}: {text.splitlines()[0] if text else ''}", 0
     finally:
         torch.set_default_dtype(previous)
 
@@ -124,16 +136,26 @@ class _WidenWhereMissing(TorchDispatchMode):
 
 _CASTS = (torch.ops.aten._to_copy.default, torch.ops.prims.convert_element_type.default)
 _ROUNDED = (torch.float16, torch.bfloat16)
+_NOT_ROUNDING = (torch.ops.aten.clone, torch.ops.aten.detach, torch.ops.aten.copy_, torch.ops.aten.lift_fresh,
+                 torch.ops.aten.empty, torch.ops.aten.empty_like, torch.ops.aten.zeros, torch.ops.aten.zeros_like,
+                 torch.ops.aten.ones, torch.ops.aten.ones_like, torch.ops.aten.full, torch.ops.aten.full_like)
 
 
 class _RoundWhereTheModelCasts(TorchDispatchMode):
     """The float64 reference's rule for a model's own casts of a float64 value: to fp16/bf16, round to that dtype and
     hand float64 on (the cast is a rounding of the exact math, and every op after it sees float64, as the parameters
     the twin cast are); to float32, keep float64 (float32 is the precision the reference replaces). Other ops, casts
-    of other values and casts to other dtypes run as they are."""
+    of other values and casts to other dtypes run as they are. ``depth`` counts the ops run that compute a value
+    (not views, casts or copies): the roundings an engine may make on the way to the outputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
+        if not func.is_view and func not in _CASTS and func.overloadpacket not in _NOT_ROUNDING:
+            self.depth += 1
         if func in _CASTS and args and isinstance(args[0], torch.Tensor) and args[0].dtype == torch.float64:
             target = kwargs.get("dtype", args[1] if len(args) > 1 else None)
             if target == torch.float32:
