@@ -56,6 +56,17 @@ BAD = [
     ({"backend": "cudnn"}, trtcheck.BackendError, r"cudnn"),
     ({"inputs": torch.randn(2, 4)}, trtcheck.InputDomainError, r"inputs must be a list of input sets"),
     ({"settings": {"min_block_size": 1}}, trtcheck.SettingsError, r"Settings"),
+    # issue 43, item 13: each raised a raw torch or Python error from deep inside, after the whole compile
+    ({"rtol": -1}, ValueError, r"rtol=-1\): .*>= 0"),
+    ({"rtol": float("nan")}, ValueError, r"rtol=nan\): .*>= 0"),
+    ({"seed": "a"}, TypeError, r"seed='a'\): .*an int"),
+    ({"num_inputs": 2.5}, TypeError, r"num_inputs=2\.5\): .*an int"),
+    # and the two the request did not check: an infinite tolerance passes any finite output, and a seed
+    # torch.Generator cannot take ("Overflow when unpacking long long" after the compile)
+    ({"rtol": float("inf")}, ValueError, r"rtol=inf\): .*finite"),
+    ({"atol": float("inf")}, ValueError, r"atol=inf\): .*finite"),
+    ({"seed": 2**64}, ValueError, r"seed=18446744073709551616\): .*-2\*\*63"),
+    ({"seed": -(2**63) - 1}, ValueError, r"seed=-9223372036854775809\): .*2\*\*64 - 1"),
 ]
 
 

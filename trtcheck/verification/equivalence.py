@@ -210,7 +210,24 @@ REDUCED_PRECISION_FLOOR = {"fp16": 1e-4, "bf16": 1e-3}
 an output eager computes exactly still rounds once in the engine."""
 
 
-def judge_reduced_precision(comparison: Comparison, low: Any, actual: Any, reference: Any, precision: str) -> Comparison:
+UNIT_ROUNDOFF = {"fp16": 2.0**-11, "bf16": 2.0**-8}
+"""Half an epsilon of the precision's dtype: the largest relative error of one rounding."""
+ROUNDING_BOUND_CAP = 0.5
+"""The most any depth excuses, relative to the output's scale: an output off by half its scale is not rounded."""
+
+
+def rounding_bound(precision: str, depth: int | None) -> float:
+    """The largest error against float64, relative to the output's scale (its largest finite float64 magnitude), that
+    ``depth`` roundings at ``precision`` may leave: ``2 * depth * u`` (``u``: ``UNIT_ROUNDOFF``; Higham's worst-case
+    ``depth * u`` of a chain of roundings, doubled for an engine that rounds its inputs and outputs too), at most
+    ``ROUNDING_BOUND_CAP``. ``depth`` None (not counted): the cap alone."""
+    if depth is None:
+        return ROUNDING_BOUND_CAP
+    return min(ROUNDING_BOUND_CAP, 2 * max(int(depth), 1) * UNIT_ROUNDOFF[precision])
+
+
+def judge_reduced_precision(comparison: Comparison, low: Any, actual: Any, reference: Any, precision: str,
+                            depth: int | None = None) -> Comparison:
     """Judge every output of ``comparison`` (eager in the model's dtype against a module compiled with
     ``Settings.precision`` = ``precision``) against ``reference`` (eager in float64) and ``low`` (eager run in
     ``precision``: ``reference.reduced_precision_outputs``): an output passes when its largest finite error against
@@ -218,13 +235,19 @@ def judge_reduced_precision(comparison: Comparison, low: Any, actual: Any, refer
     ``REDUCED_PRECISION_FLOOR``, and it is NaN or infinite only where float64 is: an overflow to inf fails even when
     eager in fp16 overflows too (the model then needs ``Settings.fp32_nodes``; the message says so). Every output
     gets its ratio (passing ones too: the report shows it per output); the comparison is changed in place and
-    returned."""
+    returned.
+
+    Eager at that precision is no yardstick for a model that does not work there (issue 43, item 1: an fp16
+    normalisation whose ``mean(h * h)`` overflows gives a finite output, the bias alone, eager's as much as the
+    engine's): an output also fails when its error against float64 exceeds ``rounding_bound(precision, depth)``
+    times its scale (its largest finite float64 magnitude) plus the floor, whatever eager at that precision errs by.
+    ``depth``: the roundings on the way to the output (``reference.float64_outputs_and_depth`` counts the model's ops)."""
     return _judge(comparison, low, actual, reference, REDUCED_PRECISION_MULTIPLE, REDUCED_PRECISION_FLOOR[precision],
-                  precision)
+                  precision, depth)
 
 
 def _judge(comparison: Comparison, yardstick: Any, actual: Any, reference: Any, multiple: float,
-           floor: float | None, precision: str) -> Comparison:
+           floor: float | None, precision: str, depth: int | None = None) -> Comparison:
     """The one float64 rule both judges apply: an output passes when its largest finite error against
     ``reference`` is at most ``multiple`` times ``yardstick``'s (eager in the model's dtype, or eager at
     ``precision``) plus ``floor`` (None: a tenth of the output's atol), and its NaN/Inf are the yardstick's
@@ -261,7 +284,20 @@ def _judge(comparison: Comparison, yardstick: Any, actual: Any, reference: Any, 
         ratio = f"{output.reference_ratio:.3g}"
         if output.passed:
             continue
-        if output.reference_error <= allowed and same_nonfinite:
+        scale = _max(exact[exact.isfinite()].abs())
+        bound = rounding_bound(precision, depth) if precision else math.inf
+        within_scale = not precision or output.reference_error <= bound * scale + slack
+        if output.reference_error <= allowed and same_nonfinite and not within_scale:
+            output.message += (
+                f"; against float64 it errs by {output.reference_error:.3g}, "
+                f"{output.reference_error / scale if scale else math.inf:.3g} relative to the output's scale "
+                f"{scale:.3g}, more than the {bound:.3g} that {precision}'s unit roundoff allows over the model's depth "
+                f"({'not counted' if depth is None else f'{depth} ops'}): the model does not compute this output in "
+                f"{precision}, {eager_name} errs by {output.eager_reference_error:.3g} too (an overflow, underflow or "
+                f"cancellation inside); keep the nodes that cause it in float32 (Settings.fp32_nodes; `trtcheck "
+                f"precision` searches for them)"
+            )
+        elif output.reference_error <= allowed and same_nonfinite:
             output.passed = True
             output.message = (
                 f"outside the tolerances, but as close to float64 as {eager_name}: max error against float64 "

@@ -16,7 +16,7 @@ import torch
 
 from trtcheck.verification.equivalence import Comparison, judge_reduced_precision
 from trtcheck.verification.inputs import detached
-from trtcheck.verification.reference import float64_outputs, reduced_precision_outputs
+from trtcheck.verification.reference import float64_outputs_and_depth, reduced_precision_outputs
 
 
 def judge_at_precision(
@@ -32,10 +32,12 @@ def judge_at_precision(
     eager's own error at ``precision``: ``comparison`` is changed in place and ``""`` returned. Where eager cannot run
     in float64 or in ``precision`` nothing is judged (the tolerances' verdict stands) and the reason is returned, for
     a report's note. ``state`` (a ``snapshot_state``) is the state eager started the call from; the model is copied
-    for both references, never changed."""
-    exact, why = float64_outputs(model, args, kwargs, state)
+    for both references, never changed. The output is held to float64 on its own too, within what the
+    precision's rounding allows over the model's depth (``equivalence.rounding_bound``): eager at that precision is no
+    yardstick for a model that does not work there (issue 43, item 1)."""
+    exact, why, depth = float64_outputs_and_depth(model, args, kwargs, state)
     low, why_low = reduced_precision_outputs(model, args, kwargs, precision, state) if exact is not None else (None, "")
     if exact is None or low is None:
         return why or why_low
-    judge_reduced_precision(comparison, detached(low), actual, exact, precision)
+    judge_reduced_precision(comparison, detached(low), actual, exact, precision, depth)
     return ""

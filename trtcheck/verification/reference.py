@@ -3,8 +3,11 @@
 A compiled output that misses eager's by more than the tolerances may still be as right as eager itself: both
 round, differently. Eager run once more in float64 (the model and its floating inputs cast) gives the exact
 result to within float64's rounding, against which both errors are measured (``equivalence
-.judge_against_reference``), as ``torch._dynamo``'s accuracy check does. An op without a float64 kernel, or a
-``.to(torch.float32)`` inside ``forward``, keeps its own dtype: the reference is then as exact as the model allows.
+.judge_against_reference``), as ``torch._dynamo``'s accuracy check does. An op without a float64 kernel keeps its
+own dtype: the reference is then as exact as the model allows. A model's own casts are part of its math, not of its
+rounding (issue 43, item 2): a cast to fp16/bf16 inside ``forward`` (``y.half()``, a ``_to_copy`` of a lowered graph)
+rounds to that dtype and hands float64 on, and a cast to float32 keeps float64 (``_RoundWhereTheModelCasts``), so
+a float32 model with a ``.half()`` submodule gets a reference rather than "mat1 and mat2 must have the same dtype".
 """
 
 from __future__ import annotations
@@ -25,27 +28,39 @@ from trtcheck.verification.state import restore_state
 def float64_outputs(
     model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any], state: Mapping[str, torch.Tensor] | None = None
 ) -> tuple[Any, str]:
+    """``float64_outputs_and_depth`` without the depth."""
+    exact, why, _ = float64_outputs_and_depth(model, args, kwargs, state)
+    return exact, why
+
+
+def float64_outputs_and_depth(
+    model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any], state: Mapping[str, torch.Tensor] | None = None
+) -> tuple[Any, str, int]:
     """``model``'s outputs on ``args``/``kwargs`` computed in float64 and ``""``; or None and why it could not run.
 
     ``model`` is copied (``copy.deepcopy``, with ``state``, a ``snapshot_state``, restored into the copy when
     given: the state eager started the call from) and never changed. Torch's
     default dtype is float64 during the call, so tensors ``forward`` creates itself are float64 too; every
     ``torch.fx.GraphModule`` in the model (itself, or one it calls) also has every ``dtype=`` argument of a floating
-    type retargeted to float64.
+    type retargeted to float64. The third value is the model's depth in roundings: the ops the call ran that
+    compute a value (views and copies not counted), what ``equivalence.rounding_bound`` allows for (0 when it
+    did not run).
     """
     try:
         twin = _cast_twin(model, state, torch.float64)
     except Exception as error:  # noqa: BLE001 - a model that cannot be copied or cast has no reference
-        return None, f"the model could not be copied to float64: {type(error).__name__}: {error}"
+        return None, f"the model could not be copied to float64: {type(error).__name__}: {error}", 0
     widen = lambda x: x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x  # noqa: E731
     wide = tree_map(widen, (cloned(tuple(args)), cloned(dict(kwargs))))
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
+    mode = _RoundWhereTheModelCasts()
     try:
-        with torch.no_grad():
-            return twin(*wide[0], **wide[1]), ""
+        with torch.no_grad(), mode:
+            return twin(*wide[0], **wide[1]), "", mode.depth
     except Exception as error:  # noqa: BLE001 - an op without a float64 kernel: the tolerances' verdict stands
-        return None, f"eager fails in float64: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        text = str(error).strip()
+        return None, f"eager fails in float64: {type(error).__name__}: {text.splitlines()[0] if text else ''}", 0
     finally:
         torch.set_default_dtype(previous)
 
@@ -119,8 +134,40 @@ class _WidenWhereMissing(TorchDispatchMode):
         return tree_map(lambda x: x.to(low) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x, out)
 
 
+_CASTS = (torch.ops.aten._to_copy.default, torch.ops.prims.convert_element_type.default)
+_ROUNDED = (torch.float16, torch.bfloat16)
+_NOT_ROUNDING = (torch.ops.aten.clone, torch.ops.aten.detach, torch.ops.aten.copy_, torch.ops.aten.lift_fresh,
+                 torch.ops.aten.empty, torch.ops.aten.empty_like, torch.ops.aten.zeros, torch.ops.aten.zeros_like,
+                 torch.ops.aten.ones, torch.ops.aten.ones_like, torch.ops.aten.full, torch.ops.aten.full_like)
+
+
+class _RoundWhereTheModelCasts(TorchDispatchMode):
+    """The float64 reference's rule for a model's own casts of a float64 value: to fp16/bf16, round to that dtype and
+    hand float64 on (the cast is a rounding of the exact math, and every op after it sees float64, as the parameters
+    the twin cast are); to float32, keep float64 (float32 is the precision the reference replaces). Other ops, casts
+    of other values and casts to other dtypes run as they are. ``depth`` counts the ops run that compute a value
+    (not views, casts or copies): the roundings an engine may make on the way to the outputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if not func.is_view and func not in _CASTS and func.overloadpacket not in _NOT_ROUNDING:
+            self.depth += 1
+        if func in _CASTS and args and isinstance(args[0], torch.Tensor) and args[0].dtype == torch.float64:
+            target = kwargs.get("dtype", args[1] if len(args) > 1 else None)
+            if target == torch.float32:
+                wide = dict(kwargs, dtype=torch.float64) if "dtype" in kwargs else kwargs
+                return func(*((args[0], torch.float64, *args[2:]) if "dtype" not in kwargs else args), **wide)
+            if target in _ROUNDED:
+                return func(*args, **kwargs).to(torch.float64)
+        return func(*args, **kwargs)
+
+
 @torch.compiler.disable  # eager ``torch.cond`` runs under ``torch.compile``, which must not trace the mode's entry
-def _cond_under(mode: _WidenWhereMissing, pred: Any, true_fn: Any, false_fn: Any, operands: Any) -> Any:
+def _cond_under(mode: TorchDispatchMode, pred: Any, true_fn: Any, false_fn: Any, operands: Any) -> Any:
     """``torch.cond`` in eager at reduced precision: the branch taken runs under the same mode, so its ops are
     widened where they lack a kernel as the top level's are (issue 43, item 3: the mode had no rule for cond)."""
     with mode:
@@ -138,7 +185,8 @@ def _register_higher_order_rules() -> None:
 
     loops = importlib.import_module("torch._higher_order_ops.while_loop")  # the package's attribute is the function
 
-    cond_op.py_impl(_WidenWhereMissing)(_cond_under)
+    for mode_type in (_WidenWhereMissing, _RoundWhereTheModelCasts):
+        cond_op.py_impl(mode_type)(_cond_under)
     for name in ("while_loop_op", "while_loop_stack_output_op"):
         op = getattr(loops, name, None)
         dense = op.py_kernels.get(DispatchKey.CompositeExplicitAutograd) if op is not None else None
@@ -146,11 +194,12 @@ def _register_higher_order_rules() -> None:
             continue
 
         @torch.compiler.disable
-        def loop_under(mode: _WidenWhereMissing, *args: Any, _dense: Any = dense, **kwargs: Any) -> Any:
+        def loop_under(mode: TorchDispatchMode, *args: Any, _dense: Any = dense, **kwargs: Any) -> Any:
             with mode:
                 return _dense(*args, **kwargs)
 
-        op.py_impl(_WidenWhereMissing)(loop_under)
+        for mode_type in (_WidenWhereMissing, _RoundWhereTheModelCasts):
+            op.py_impl(mode_type)(loop_under)
 
 
 _register_higher_order_rules()
@@ -166,9 +215,17 @@ def _widen_dtype_arguments(graph_module: torch.fx.GraphModule) -> None:
     for node in graph_module.graph.nodes:
         if node.op != "call_function":
             continue
+        if _is_cast(node) and any(value in _ROUNDED for value in (*node.args, *node.kwargs.values())):
+            continue  # the model's own rounding: ``_RoundWhereTheModelCasts`` rounds it and hands float64 on
         args, kwargs = tree_map(widen, (node.args, dict(node.kwargs)))  # positional too: ``aten.to.dtype(x, torch.float16)``
         if args != node.args or kwargs != dict(node.kwargs):
             node.args, node.kwargs = args, kwargs
             changed = True
     if changed:
         graph_module.recompile()
+
+
+def _is_cast(node: torch.fx.Node) -> bool:
+    """A node that casts its input to a dtype named in its arguments (``_to_copy``, ``to``, ``convert_element_type``)."""
+    packet = getattr(node.target, "overloadpacket", node.target)
+    return packet in (torch.ops.aten._to_copy, torch.ops.aten.to, torch.ops.prims.convert_element_type)

@@ -65,6 +65,8 @@ class VerifyRequest:
                              "least 1 (1: the example alone, compared twice)")
         for keyword in ("num_inputs", "seed"):  # a numpy integer made an int: torch.Generator.manual_seed takes no other
             object.__setattr__(self, keyword, _integer(keyword, getattr(self, keyword)))
+        if not -(2**63) <= self.seed <= 2**64 - 1:  # torch.Generator.manual_seed's range: it overflowed after the compile
+            raise SettingsError(f"verify(seed={self.seed!r}): a seed torch.Generator takes, from -2**63 to 2**64 - 1")
         for keyword in ("allow_fallbacks", "reference"):
             if not isinstance(getattr(self, keyword), bool):
                 raise ArgumentTypeError(f"verify({keyword}={getattr(self, keyword)!r}): pass True or False")
@@ -110,9 +112,9 @@ def _tolerance(keyword: str, value: Any) -> None:
     if not _real(value):
         raise ArgumentTypeError(f"verify({keyword}={value!r}): a number, or None for the output dtype's default "
                         "(equivalence.default_tolerances)")
-    if math.isnan(value) or value < 0:
-        raise SettingsError(f"verify({keyword}={value!r}): a tolerance is a number >= 0, or None for the output dtype's "
-                         "default")
+    if not math.isfinite(value) or value < 0:  # inf: every finite output would pass (issue 43, item 13)
+        raise SettingsError(f"verify({keyword}={value!r}): a tolerance is a finite number >= 0, or None for the output "
+                         "dtype's default")
 
 
 def _integer(keyword: str, value: Any) -> int:
