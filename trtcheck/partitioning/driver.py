@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,11 +20,12 @@ from trtcheck.errors import GraphMustChange, PartitionError, SettingsError, Unma
 from trtcheck.lowering.export import lower
 from trtcheck.lowering.graph import copy_graph_module
 from trtcheck.names import ModuleMatcher, checked_settings, resolve_fp32_nodes, resolve_modules, resolve_ops
-from trtcheck.partitioning.boundaries import apply_min_block_size, enforce_tensor_boundaries
+from trtcheck.partitioning.boundaries import apply_min_block_size, enforce_tensor_boundaries, non_tensor_values
 from trtcheck.partitioning.control_flow import isolate_control_flow, partition_branches
 from trtcheck.partitioning.decisions import Support, follow_producers, initial_targets, judge_with
-from trtcheck.partitioning.nodes import is_compute, is_control_flow
+from trtcheck.partitioning.nodes import NOT_SEGMENTED, is_compute, is_control_flow
 from trtcheck.partitioning.optimal import Optimal
+from trtcheck.partitioning.order import state_order
 from trtcheck.partitioning.partition import Partition, Segment, boundary_bytes, merge_adjacent
 from trtcheck.partitioning.reasons import Reason, Target
 from trtcheck.partitioning.segmentation import SEGMENTERS, Segmenter, dependency_aware
@@ -107,8 +109,11 @@ def _check_forced_ops_matched(result: Partition) -> None:
 def _check_fp32_nodes_matched(result: Partition) -> None:
     """An ``fp32_nodes`` entry that names no node of the lowered graph (a node name from another model, or from
     before a change of lowering) keeps nothing in float32: a ``SettingsError`` naming it and the graph's nodes."""
+    fp32_nodes = resolve_fp32_nodes(result.settings.fp32_nodes)
+    if not fp32_nodes:  # nothing to match (the common case: no walk over every node)
+        return
     graphs = [part.graph_module.graph for _, part in result.walk()]
-    unmatched = resolve_fp32_nodes(result.settings.fp32_nodes).unmatched(graphs)
+    unmatched = fp32_nodes.unmatched(graphs)
     if unmatched:
         names = [node.name for graph in graphs for node in graph.nodes if node.op == "call_function"]
         shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
@@ -148,7 +153,7 @@ def _partition_graph(
     if resume is not None:  # the decisions of the attempt on the graph this one copies (the same nodes)
         nodes, targets, reasons = resume.nodes, resume.targets, resume.reasons
     else:
-        nodes = [node for node in gm.graph.nodes if is_compute(node)]
+        nodes = [node for node in gm.graph.nodes if node.op not in NOT_SEGMENTED]  # ``is_compute``, inlined
         targets, reasons = initial_targets(nodes, judge_with(support), resolve_ops(settings.torch_executed_ops), forced_modules)
 
     if settings.segmentation == "optimal":
@@ -161,9 +166,10 @@ def _partition_graph(
     result = Partition(gm, segments, reasons, settings)
     if settings.require_full_compilation:
         _check_full_compilation(result)
-    result.subpartitions = partition_branches(  # branch copies are ours to change: may_change_graph
-        result, forced_modules, lambda branch, modules: _partition_graph(branch, settings, support, modules, True)
-    )
+    if any(map(is_control_flow, nodes)):  # ``nodes`` may miss copies, never a control-flow node
+        result.subpartitions = partition_branches(  # branch copies are ours to change: may_change_graph
+            result, forced_modules, lambda branch, modules: _partition_graph(branch, settings, support, modules, True)
+        )
     return result
 
 
@@ -176,21 +182,49 @@ def _settle(
     settings: Settings,
     may_change_graph: bool,
 ) -> list[Segment]:
-    """Segment, then apply the boundary rules and ``min_block_size``, until nothing changes (in place)."""
+    """Segment, then apply the boundary rules and ``min_block_size``, until nothing changes (in place).
+
+    What the rounds read of the graph (its compute nodes, ``getitem``s, non-Tensor values and the order around
+    in-place writes) is gathered once and again only after a round that changed the graph (the copy rule):
+    a round that only moved nodes to Torch leaves it as it was.
+    """
     # Each round either changes nothing (done) or moves at least one node to Torch or copies a
     # non-Tensor producer forward; the bound only guards against a bug turning that into a hang.
-    flows = any(map(is_control_flow, nodes))  # the rounds only copy int producers: never a control-flow node
+    facts = _Facts.of(gm.graph, nodes)
     for _ in range(2 * len(nodes) + 2):
-        segments = segmenter(nodes, targets)
-        segments = merge_adjacent(isolate_control_flow(segments) if flows else segments)
-        changed = enforce_tensor_boundaries(gm.graph, segments, targets, reasons, may_change_graph)
+        segments = facts.segment(segmenter, targets)
+        segments = merge_adjacent(isolate_control_flow(segments) if facts.flows else segments)
+        copies: list[torch.fx.Node] = []
+        changed = enforce_tensor_boundaries(gm.graph, segments, targets, reasons, may_change_graph, facts.non_tensor, copies)
         if not changed and not settings.require_full_compilation:
-            changed = apply_min_block_size(segments, settings.min_block_size, targets, reasons)
+            changed = apply_min_block_size(segments, settings.min_block_size, targets, reasons, len(facts.getitems))
         if not changed:
             return segments
-        nodes = [node for node in gm.graph.nodes if is_compute(node)]
-        follow_producers(nodes, targets, reasons)
+        if copies:  # the graph changed: gather its facts again
+            facts = _Facts.of(gm.graph, [node for node in gm.graph.nodes if node.op not in NOT_SEGMENTED])
+        follow_producers(facts.getitems, targets, reasons)
     raise PartitionError("partitioning did not converge; please report this graph")  # pragma: no cover - a bug
+
+
+@dataclass
+class _Facts:
+    """What every round of ``_settle`` reads of the graph, valid while the graph is unchanged."""
+
+    nodes: list[torch.fx.Node]  # the compute nodes, in graph order
+    getitems: list[torch.fx.Node]
+    non_tensor: list[torch.fx.Node]  # ``boundaries.non_tensor_values``
+    order: dict[torch.fx.Node, list[torch.fx.Node]]  # ``order.state_order(nodes)``
+    flows: bool  # whether a node is control flow (the rounds copy only int producers: never one of those)
+
+    @classmethod
+    def of(cls, graph: torch.fx.Graph, nodes: list[torch.fx.Node]) -> _Facts:
+        getitems = [node for node in nodes if node.target is operator.getitem and node.op == "call_function"]
+        return cls(nodes, getitems, non_tensor_values(graph), state_order(nodes), any(map(is_control_flow, nodes)))
+
+    def segment(self, segmenter: Segmenter, targets: dict[torch.fx.Node, Target]) -> list[Segment]:
+        if segmenter is dependency_aware:
+            return dependency_aware(self.nodes, targets, self.order)
+        return segmenter(self.nodes, targets)
 
 
 # The candidates of segmentation="optimal", best first on ties. The rules after segmentation (min_block_size,

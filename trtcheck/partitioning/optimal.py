@@ -45,9 +45,10 @@ import torch
 import torch.fx
 from torch import Tensor
 
-from trtcheck.lowering.graph import is_mutable_state, state_order
+from trtcheck.lowering.graph import is_mutable_state
 from trtcheck.lowering.symbols import value_bytes
 from trtcheck.partitioning.nodes import is_getitem, is_tensor_value
+from trtcheck.partitioning.order import state_order
 from trtcheck.partitioning.partition import Segment
 from trtcheck.partitioning.reasons import Target
 
