@@ -26,7 +26,10 @@ def _check(case: recorded.Case, expected: dict) -> None:
                 mismatches.append(f"{label}: {got} (recorded {want})")
         elif label.startswith("optimal"):
             if got["engines"] > want["engines"] or (want["above_bound"] == 0 and got["above_bound"] != 0):
-                mismatches.append(f"{label}: {got['summary']}, {got['above_bound']} above the bound (recorded {want['summary']}, {want['above_bound']})")
+                mismatches.append(
+                    f"{label}: {got['summary']}, {got['above_bound']} above the bound "
+                    f"(recorded {want['summary']}, {want['above_bound']})"
+                )
         elif got["fingerprint"] != want["fingerprint"]:
             mismatches.append(f"{label}: {got['summary']} (recorded {want['summary']}); the segments or reasons differ")
     assert not mismatches, f"{case.name}:\n" + "\n".join(mismatches)

@@ -43,6 +43,7 @@ def enforce_tensor_boundaries(
     may_change_graph: bool = True,
     non_tensor: Sequence[torch.fx.Node] | None = None,
     copies: list[torch.fx.Node] | None = None,
+    index_of: dict[torch.fx.Node, int] | None = None,
 ) -> bool:
     """Apply the table above once; True when a target or the graph changed.
 
@@ -50,12 +51,14 @@ def enforce_tensor_boundaries(
     users of non-Tensor values instead of every edge of the graph. ``non_tensor`` is ``non_tensor_values(graph)``
     when the caller has it (the driver's rounds keep it while the graph is unchanged); the copies the rule
     inserts are appended to ``copies``, when given (the graph changed: the caller's lists of its nodes are stale).
+    ``index_of``: each node's segment index, when the caller has it (``segment_index``; copies are added to it).
     """
     if non_tensor is None:
         non_tensor = non_tensor_values(graph)
     if not non_tensor:
         return False
-    index_of = {node: i for i, segment in enumerate(segments) for node in segment.nodes}
+    if index_of is None:
+        index_of = segment_index(segments)
     changed = False
     for value in non_tensor:
         for user in list(value.users):
@@ -73,6 +76,11 @@ def enforce_tensor_boundaries(
                 raise GraphMustChange(value.name)
             changed |= _fix_edge(graph, value, user, segments[position], position, targets, reasons, index_of, copies)
     return changed
+
+
+def segment_index(segments: Sequence[Segment]) -> dict[torch.fx.Node, int]:
+    """Each node's segment: its index in ``segments``."""
+    return {node: i for i, segment in enumerate(segments) for node in segment.nodes}
 
 
 def non_tensor_values(graph: torch.fx.Graph) -> list[torch.fx.Node]:
@@ -168,21 +176,20 @@ def apply_min_block_size(
     min_block_size: int,
     targets: dict[torch.fx.Node, Target],
     reasons: dict[torch.fx.Node, Reason],
-    getitems: int | None = None,
+    getitems: Sequence[int] | None = None,
 ) -> bool:
     """Send every TensorRT segment smaller than ``min_block_size`` to Torch; True when any moved.
 
-    ``getitems``: how many ``getitem`` nodes the segments hold at most (the driver counts them once a round),
-    so a segment with that many more nodes than ``min_block_size`` is large enough without counting its own.
+    ``getitems``: how many ``getitem`` nodes each segment holds, when the caller counted them (the driver does,
+    from the few ``getitem``s of the graph): a segment's size is then its length less those, without a visit
+    to each of its nodes (``Segment.size``).
     """
     changed = False
-    for segment in segments:
+    for index, segment in enumerate(segments):
         if segment.target is not Target.TENSORRT:
             continue
         nodes = segment.nodes
-        if getitems is not None and len(nodes) - getitems >= min_block_size:
-            continue  # large enough whatever its getitems (the common case: counted without visiting its nodes)
-        size = segment.size
+        size = segment.size if getitems is None else len(nodes) - getitems[index]
         if size < min_block_size:
             reason = Reason(
                 ReasonKind.MIN_BLOCK_SIZE,

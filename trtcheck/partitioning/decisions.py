@@ -20,7 +20,7 @@ import torch.fx
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from trtcheck.names import ModuleMatcher, OpMatcher
-from trtcheck.partitioning.nodes import branch_names, control_flow_op, is_control_flow, is_getitem, target_name
+from trtcheck.partitioning.nodes import CONTROL_FLOW_TYPES, branch_names, control_flow_op, is_control_flow, is_getitem, target_name
 from trtcheck.partitioning.reasons import Reason, ReasonKind, Target
 
 if TYPE_CHECKING:  # the registry is imported when it is asked (``judge_with(None)``): see ``_UserJudge``
@@ -90,7 +90,7 @@ def initial_targets(
         if node.target is operator.getitem and node.op == "call_function":  # ``is_getitem``, inlined
             getitems.append(node)
             continue
-        if plain and not is_control_flow(node):  # ``decide``, inlined for a user's support with nothing forced
+        if plain and type(node.target) not in CONTROL_FLOW_TYPES:  # ``decide``, inlined for a user's support with nothing forced
             try:
                 accepted = bool(ask(node))  # type: ignore[misc]
             except Exception as error:  # noqa: BLE001 - a failing support check means "not convertible", never a crash

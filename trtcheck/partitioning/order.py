@@ -39,7 +39,7 @@ _METADATA_READS = (
 )
 
 
-_WRITES: dict[int, tuple[object, bool]] = {}  # id(target) -> (target, may_write): keyed by id, as hashing is slow
+WRITES: dict[int, tuple[object, bool]] = {}  # id(target) -> (target, may_write): keyed by id, as hashing is slow
 
 
 def may_write(target: object) -> bool:
@@ -49,19 +49,21 @@ def may_write(target: object) -> bool:
     return any(argument.alias_info is not None and argument.alias_info.is_write for argument in target._schema.arguments)
 
 
+def may_write_cached(target: object) -> bool:
+    """``may_write`` of a call_function's target, remembered per target (a function or an overload: it lives as long
+    as the process, so its id stays its own): what the partitioner asks of every node, once per round."""
+    known = WRITES.get(id(target))
+    if known is None or known[0] is not target:
+        known = WRITES[id(target)] = (target, may_write(target))
+    return known[1]
+
+
 def state_order(nodes: Sequence[torch.fx.Node]) -> dict[torch.fx.Node, list[torch.fx.Node]]:
     """Per node of ``nodes``, the nodes that must run before it besides its inputs (see the module docstring):
     the transitive order of ``lowering.graph.state_order`` in at most two edges per access of a written value."""
     written: dict[torch.fx.Node, None] = {}
-    writes = _WRITES
     for node in nodes:
-        if node.op != "call_function":
-            continue
-        target = node.target  # a function or an overload: lives as long as the process, so its id stays its own
-        known = writes.get(id(target))
-        if known is None or known[0] is not target:
-            known = writes[id(target)] = (target, may_write(target))
-        if known[1]:
+        if node.op == "call_function" and may_write_cached(node.target):
             for value in written_values(node):
                 written[value] = None
     if not written:  # the common case, and the one the partitioner's rounds pay for on every large graph
