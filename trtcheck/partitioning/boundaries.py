@@ -41,14 +41,24 @@ def enforce_tensor_boundaries(
     targets: dict[torch.fx.Node, Target],
     reasons: dict[torch.fx.Node, Reason],
     may_change_graph: bool = True,
+    non_tensor: Sequence[torch.fx.Node] | None = None,
+    copies: list[torch.fx.Node] | None = None,
+    index_of: dict[torch.fx.Node, int] | None = None,
 ) -> bool:
     """Apply the table above once; True when a target or the graph changed.
 
     Only edges that carry a non-Tensor value can break the rule, and those are few, so the pass walks the
-    users of non-Tensor values instead of every edge of the graph.
+    users of non-Tensor values instead of every edge of the graph. ``non_tensor`` is ``non_tensor_values(graph)``
+    when the caller has it (the driver's rounds keep it while the graph is unchanged); the copies the rule
+    inserts are appended to ``copies``, when given (the graph changed: the caller's lists of its nodes are stale).
+    ``index_of``: each node's segment index, when the caller has it (``segment_index``; copies are added to it).
     """
-    index_of = {node: i for i, segment in enumerate(segments) for node in segment.nodes}
-    non_tensor = [node for node in graph.nodes if node.op not in ("get_attr", "output") and not node_is_tensor(node)]
+    if non_tensor is None:
+        non_tensor = non_tensor_values(graph)
+    if not non_tensor:
+        return False
+    if index_of is None:
+        index_of = segment_index(segments)
     changed = False
     for value in non_tensor:
         for user in list(value.users):
@@ -64,8 +74,23 @@ def enforce_tensor_boundaries(
                 targets[user] is Target.TENSORRT or is_size_computation(value)
             ):
                 raise GraphMustChange(value.name)
-            changed |= _fix_edge(graph, value, user, segments[position], position, targets, reasons, index_of)
+            changed |= _fix_edge(graph, value, user, segments[position], position, targets, reasons, index_of, copies)
     return changed
+
+
+def segment_index(segments: Sequence[Segment]) -> dict[torch.fx.Node, int]:
+    """Each node's segment: its index in ``segments``."""
+    return {node: i for i, segment in enumerate(segments) for node in segment.nodes}
+
+
+def non_tensor_values(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    """The nodes of ``graph`` whose value is not a Tensor (nor a list of Tensors), constants and the output aside:
+    the only values ``enforce_tensor_boundaries`` has to look at, in graph order."""
+    found = []
+    for node in graph.nodes:
+        if not isinstance(node.meta.get("val"), torch.Tensor) and node.op not in ("get_attr", "output") and not node_is_tensor(node):
+            found.append(node)
+    return found
 
 
 def _fix_edge(
@@ -77,11 +102,15 @@ def _fix_edge(
     targets: dict[torch.fx.Node, Target],
     reasons: dict[torch.fx.Node, Reason],
     index_of: dict[torch.fx.Node, int],
+    copies: list[torch.fx.Node] | None = None,
 ) -> bool:
     producer_target = targets.get(value)  # None: a graph input
     consumer_target = targets[consumer]
     if producer_target is Target.TENSORRT and (consumer_target is Target.TENSORRT or is_size_computation(value)):
-        index_of[_copy_into(graph, value, segment, targets, reasons, consumer_target)] = position
+        copy = _copy_into(graph, value, segment, targets, reasons, consumer_target)
+        index_of[copy] = position
+        if copies is not None:
+            copies.append(copy)
         return True
     if producer_target is Target.TENSORRT:
         _fall_back(value, targets, reasons, f"its non-Tensor result {_shown(value)} is read by Torch node {consumer.name}")
@@ -147,16 +176,27 @@ def apply_min_block_size(
     min_block_size: int,
     targets: dict[torch.fx.Node, Target],
     reasons: dict[torch.fx.Node, Reason],
+    getitems: Sequence[int] | None = None,
 ) -> bool:
-    """Send every TensorRT segment smaller than ``min_block_size`` to Torch; True when any moved."""
+    """Send every TensorRT segment smaller than ``min_block_size`` to Torch; True when any moved.
+
+    ``getitems``: how many ``getitem`` nodes each segment holds, when the caller counted them (the driver does,
+    from the few ``getitem``s of the graph): a segment's size is then its length less those, without a visit
+    to each of its nodes (``Segment.size``).
+    """
     changed = False
-    for segment in segments:
-        if segment.target is Target.TENSORRT and segment.size < min_block_size:
-            for node in segment.nodes:
+    for index, segment in enumerate(segments):
+        if segment.target is not Target.TENSORRT:
+            continue
+        nodes = segment.nodes
+        size = segment.size if getitems is None else len(nodes) - getitems[index]
+        if size < min_block_size:
+            reason = Reason(
+                ReasonKind.MIN_BLOCK_SIZE,
+                f"its TensorRT segment had {plural(size, 'compute node')} < min_block_size={min_block_size}",
+            )
+            for node in nodes:
                 targets[node] = Target.TORCH
-                reasons[node] = Reason(
-                    ReasonKind.MIN_BLOCK_SIZE,
-                    f"its TensorRT segment had {plural(segment.size, 'compute node')} < min_block_size={min_block_size}",
-                )
+                reasons[node] = reason  # frozen: one per segment, as equal as one per node
             changed = True
     return changed

@@ -11,21 +11,46 @@ partitioning: the node runs in Torch with reason ``VALIDATOR_ERROR`` naming the 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 import torch.fx
 from torch.fx.passes.operator_support import OperatorSupportBase
 
-from trtcheck.conversion import Verdict, verdict
 from trtcheck.names import ModuleMatcher, OpMatcher
-from trtcheck.partitioning.nodes import branch_names, control_flow_op, is_control_flow, is_getitem, target_name
+from trtcheck.partitioning.nodes import CONTROL_FLOW_TYPES, branch_names, control_flow_op, is_control_flow, is_getitem, target_name
 from trtcheck.partitioning.reasons import Reason, ReasonKind, Target
+
+if TYPE_CHECKING:  # the registry is imported when it is asked (``judge_with(None)``): see ``_UserJudge``
+    from trtcheck.conversion import Verdict
 
 SupportFn = Callable[[torch.fx.Node], bool]
 Support = SupportFn | OperatorSupportBase | None
-Judge = Callable[[torch.fx.Node], Verdict]
+Judge = Callable[[torch.fx.Node], "Verdict"]
 """What ``decide`` asks of each node: the registry's ``verdict``, or a user's ``support`` wrapped by ``judge_with``."""
+
+_CONVERTIBLE = Reason(ReasonKind.CONVERTIBLE)  # frozen: every node a user's support accepts shares it
+
+
+class _UserJudge:
+    """A user's ``support`` as a ``Judge``. Kept apart from the registry's: asking it needs no converter, so a
+    process that partitions with its own support never imports the converters (and ONNX with them: 0.7-0.9 s
+    on the first partition, issue 42), and ``initial_targets`` asks ``ask`` directly, without a ``Verdict``."""
+
+    __slots__ = ("ask",)
+
+    def __init__(self, ask: SupportFn) -> None:
+        self.ask = ask
+
+    def __call__(self, node: torch.fx.Node) -> Verdict:
+        from trtcheck.conversion import Verdict
+
+        try:
+            return Verdict(bool(self.ask(node)))
+        except Exception as error:  # noqa: BLE001 - a failing support check means "not convertible", never a crash
+            return Verdict(False, error=error)
 
 
 def judge_with(support: Support) -> Judge:
@@ -34,37 +59,51 @@ def judge_with(support: Support) -> Judge:
     a ``torch.fx.passes.operator_support.OperatorSupportBase``. A user's check that raises is a verdict with
     its ``error``, never a crash."""
     if support is None:
+        from trtcheck.conversion import verdict  # the converters, imported only where they are asked
+
         return verdict
     if isinstance(support, OperatorSupportBase):
-        ask: SupportFn = lambda node: bool(support.is_node_supported({}, node))  # noqa: E731
-    elif callable(support):
-        ask = support
-    else:
-        raise TypeError(
-            f"support must be None (trtcheck's converter registry), a callable (torch.fx.Node) -> bool, or a "
-            f"torch.fx.passes.operator_support.OperatorSupportBase; got {type(support).__name__}"
-        )
-
-    def judge(node: torch.fx.Node) -> Verdict:
-        try:
-            return Verdict(bool(ask(node)))
-        except Exception as error:  # noqa: BLE001 - a failing support check means "not convertible", never a crash
-            return Verdict(False, error=error)
-
-    return judge
+        return _UserJudge(lambda node: support.is_node_supported({}, node))
+    if callable(support):
+        return _UserJudge(support)
+    raise TypeError(
+        f"support must be None (trtcheck's converter registry), a callable (torch.fx.Node) -> bool, or a "
+        f"torch.fx.passes.operator_support.OperatorSupportBase; got {type(support).__name__}"
+    )
 
 
 def initial_targets(
     nodes: list[torch.fx.Node], judge: Judge, forced_ops: OpMatcher, forced_modules: ModuleMatcher
 ) -> tuple[dict[torch.fx.Node, Target], dict[torch.fx.Node, Reason]]:
     """Every compute node's target and reason before any partitioning rule: ``decide`` for each, then every
-    ``getitem`` follows its producer."""
+    ``getitem`` follows its producer.
+
+    The common case (nothing forced, no control flow, a user's ``support``) asks the support check alone, in
+    one loop: at 100k nodes, ``decide``'s calls and a ``Verdict`` per node cost more than the rest of a round."""
     targets: dict[torch.fx.Node, Target] = {}
     reasons: dict[torch.fx.Node, Reason] = {}
+    getitems = []
+    plain = isinstance(judge, _UserJudge) and not (forced_ops.packets or forced_ops.overloads) and not forced_modules.paths
+    ask = judge.ask if isinstance(judge, _UserJudge) else None
+    trt, torch_target, convertible = Target.TENSORRT, Target.TORCH, _CONVERTIBLE
     for node in nodes:
-        if not is_getitem(node):
-            targets[node], reasons[node] = decide(node, judge, forced_ops, forced_modules)
-    follow_producers(nodes, targets, reasons)
+        if node.target is operator.getitem and node.op == "call_function":  # ``is_getitem``, inlined
+            getitems.append(node)
+            continue
+        if plain and type(node.target) not in CONTROL_FLOW_TYPES:  # ``decide``, inlined for a user's support with nothing forced
+            try:
+                accepted = bool(ask(node))  # type: ignore[misc]
+            except Exception as error:  # noqa: BLE001 - a failing support check means "not convertible", never a crash
+                targets[node] = torch_target
+                reasons[node] = Reason(ReasonKind.VALIDATOR_ERROR, f"support check raised {type(error).__name__}: {error}")
+                continue
+            if accepted:
+                targets[node], reasons[node] = trt, convertible
+            else:
+                targets[node], reasons[node] = torch_target, Reason(ReasonKind.NO_CONVERTER, f"no converter accepts {_describe(node)}")
+            continue
+        targets[node], reasons[node] = decide(node, judge, forced_ops, forced_modules)
+    follow_producers(getitems, targets, reasons)
     return targets, reasons
 
 
@@ -88,6 +127,8 @@ def decide(
         return Target.TORCH, Reason(ReasonKind.VALIDATOR_ERROR, f"support check raised {error}")
     if not judged:
         return Target.TORCH, Reason(ReasonKind.NO_CONVERTER, _refusal(node, judged))
+    if judged.converter is None:
+        return Target.TENSORRT, _CONVERTIBLE
     return Target.TENSORRT, Reason(ReasonKind.CONVERTIBLE, converter=judged.converter)
 
 

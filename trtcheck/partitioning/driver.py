@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,11 +20,12 @@ from trtcheck.errors import GraphMustChange, PartitionError, SettingsError, Unma
 from trtcheck.lowering.export import lower
 from trtcheck.lowering.graph import copy_graph_module
 from trtcheck.names import ModuleMatcher, checked_settings, resolve_fp32_nodes, resolve_modules, resolve_ops
-from trtcheck.partitioning.boundaries import apply_min_block_size, enforce_tensor_boundaries
+from trtcheck.partitioning.boundaries import apply_min_block_size, enforce_tensor_boundaries, segment_index
 from trtcheck.partitioning.control_flow import isolate_control_flow, partition_branches
 from trtcheck.partitioning.decisions import Support, follow_producers, initial_targets, judge_with
-from trtcheck.partitioning.nodes import is_compute, is_control_flow
+from trtcheck.partitioning.nodes import any_control_flow, is_tensor_value
 from trtcheck.partitioning.optimal import Optimal
+from trtcheck.partitioning.order import WRITES, may_write_cached, state_order
 from trtcheck.partitioning.partition import Partition, Segment, boundary_bytes, merge_adjacent
 from trtcheck.partitioning.reasons import Reason, Target
 from trtcheck.partitioning.segmentation import SEGMENTERS, Segmenter, dependency_aware
@@ -107,8 +109,11 @@ def _check_forced_ops_matched(result: Partition) -> None:
 def _check_fp32_nodes_matched(result: Partition) -> None:
     """An ``fp32_nodes`` entry that names no node of the lowered graph (a node name from another model, or from
     before a change of lowering) keeps nothing in float32: a ``SettingsError`` naming it and the graph's nodes."""
+    fp32_nodes = resolve_fp32_nodes(result.settings.fp32_nodes)
+    if not fp32_nodes:  # nothing to match (the common case: no walk over every node)
+        return
     graphs = [part.graph_module.graph for _, part in result.walk()]
-    unmatched = resolve_fp32_nodes(result.settings.fp32_nodes).unmatched(graphs)
+    unmatched = fp32_nodes.unmatched(graphs)
     if unmatched:
         names = [node.name for graph in graphs for node in graph.nodes if node.op == "call_function"]
         shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
@@ -145,25 +150,28 @@ def _partition_graph(
     reasons: dict[torch.fx.Node, Reason]
     if forced_modules is None:
         forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph)
+    facts = None
     if resume is not None:  # the decisions of the attempt on the graph this one copies (the same nodes)
         nodes, targets, reasons = resume.nodes, resume.targets, resume.reasons
     else:
-        nodes = [node for node in gm.graph.nodes if is_compute(node)]
+        facts = _Facts.gather(gm.graph)
+        nodes = facts.nodes
         targets, reasons = initial_targets(nodes, judge_with(support), resolve_ops(settings.torch_executed_ops), forced_modules)
 
     if settings.segmentation == "optimal":
-        segments = _best_candidate(gm, nodes, targets, reasons, settings, may_change_graph, resume)
+        segments = _best_candidate(gm, nodes, targets, reasons, settings, may_change_graph, resume, facts)
     else:
-        segments = _settle(gm, nodes, segmenter, targets, reasons, settings, may_change_graph)
+        segments = _settle(gm, nodes, segmenter, targets, reasons, settings, may_change_graph, facts)
 
     if may_change_graph:  # copies may have been inserted: keep the module's code in step with its graph
         gm.recompile()
     result = Partition(gm, segments, reasons, settings)
     if settings.require_full_compilation:
         _check_full_compilation(result)
-    result.subpartitions = partition_branches(  # branch copies are ours to change: may_change_graph
-        result, forced_modules, lambda branch, modules: _partition_graph(branch, settings, support, modules, True)
-    )
+    if any_control_flow(nodes):  # ``nodes`` may miss copies, never a control-flow node
+        result.subpartitions = partition_branches(  # branch copies are ours to change: may_change_graph
+            result, forced_modules, lambda branch, modules: _partition_graph(branch, settings, support, modules, True)
+        )
     return result
 
 
@@ -175,22 +183,79 @@ def _settle(
     reasons: dict[torch.fx.Node, Reason],
     settings: Settings,
     may_change_graph: bool,
+    facts: _Facts | None = None,
 ) -> list[Segment]:
-    """Segment, then apply the boundary rules and ``min_block_size``, until nothing changes (in place)."""
+    """Segment, then apply the boundary rules and ``min_block_size``, until nothing changes (in place).
+
+    What the rounds read of the graph (its compute nodes, ``getitem``s, non-Tensor values and the order around
+    in-place writes) is gathered once and again only after a round that changed the graph (the copy rule):
+    a round that only moved nodes to Torch leaves it as it was.
+    """
     # Each round either changes nothing (done) or moves at least one node to Torch or copies a
     # non-Tensor producer forward; the bound only guards against a bug turning that into a hang.
-    flows = any(map(is_control_flow, nodes))  # the rounds only copy int producers: never a control-flow node
+    if facts is None:  # ``nodes`` are the graph's compute nodes, in order: the gathered ones are the same
+        facts = _Facts.gather(gm.graph)
     for _ in range(2 * len(nodes) + 2):
-        segments = segmenter(nodes, targets)
-        segments = merge_adjacent(isolate_control_flow(segments) if flows else segments)
-        changed = enforce_tensor_boundaries(gm.graph, segments, targets, reasons, may_change_graph)
+        segments = facts.segment(segmenter, targets)
+        segments = merge_adjacent(isolate_control_flow(segments) if facts.flows else segments)
+        index_of = segment_index(segments)
+        copies: list[torch.fx.Node] = []
+        changed = enforce_tensor_boundaries(gm.graph, segments, targets, reasons, may_change_graph, facts.non_tensor, copies, index_of)
         if not changed and not settings.require_full_compilation:
-            changed = apply_min_block_size(segments, settings.min_block_size, targets, reasons)
+            getitems = [0] * len(segments)
+            for node in facts.getitems:
+                getitems[index_of[node]] += 1
+            changed = apply_min_block_size(segments, settings.min_block_size, targets, reasons, getitems)
         if not changed:
             return segments
-        nodes = [node for node in gm.graph.nodes if is_compute(node)]
-        follow_producers(nodes, targets, reasons)
+        if copies:  # the graph changed: gather its facts again
+            facts = _Facts.gather(gm.graph)
+        follow_producers(facts.getitems, targets, reasons)
     raise PartitionError("partitioning did not converge; please report this graph")  # pragma: no cover - a bug
+
+
+@dataclass
+class _Facts:
+    """What every round of ``_settle`` reads of the graph, valid while the graph is unchanged."""
+
+    nodes: list[torch.fx.Node]  # the compute nodes, in graph order
+    getitems: list[torch.fx.Node]
+    non_tensor: list[torch.fx.Node]  # ``boundaries.non_tensor_values``
+    order: dict[torch.fx.Node, list[torch.fx.Node]]  # ``order.state_order(nodes)``
+    flows: bool  # whether a node may be control flow (the rounds copy only int producers: never one of those)
+
+    @classmethod
+    def gather(cls, graph: torch.fx.Graph) -> _Facts:
+        """One pass over the graph (``is_compute``, ``is_getitem``, ``non_tensor_values`` and whether any node
+        writes in place, inlined: at 100k nodes, a pass of calls per node costs as much as a segmentation)."""
+        nodes: list[torch.fx.Node] = []
+        getitems: list[torch.fx.Node] = []
+        non_tensor: list[torch.fx.Node] = []
+        writes = False
+        known = WRITES.get
+        for node in graph.nodes:
+            op = node.op
+            if op == "get_attr" or op == "output":
+                continue
+            value = node.meta.get("val")
+            if not isinstance(value, torch.Tensor) and not is_tensor_value(value):
+                non_tensor.append(node)
+            if op == "placeholder":
+                continue
+            nodes.append(node)
+            target = node.target
+            if target is operator.getitem:
+                if op == "call_function":
+                    getitems.append(node)
+            elif not writes and op == "call_function":
+                cached = known(id(target))  # ``may_write_cached``, inlined
+                writes = cached[1] if cached is not None and cached[0] is target else may_write_cached(target)
+        return cls(nodes, getitems, non_tensor, state_order(nodes) if writes else {}, any_control_flow(nodes))
+
+    def segment(self, segmenter: Segmenter, targets: dict[torch.fx.Node, Target]) -> list[Segment]:
+        if segmenter is dependency_aware or isinstance(segmenter, Optimal):  # they read the order: give them ours
+            return segmenter(self.nodes, targets, self.order)  # type: ignore[call-arg]
+        return segmenter(self.nodes, targets)
 
 
 # The candidates of segmentation="optimal", best first on ties. The rules after segmentation (min_block_size,
@@ -256,6 +321,7 @@ def _best_candidate(
     settings: Settings,
     may_change_graph: bool,
     resume: _Resume | None = None,
+    facts: _Facts | None = None,
 ) -> list[Segment]:
     """Run every candidate from the same decisions and adopt the best end result (``targets`` and
     ``reasons`` updated in place).
@@ -284,7 +350,7 @@ def _best_candidate(
             continue
         mine_targets, mine_reasons = dict(targets), dict(reasons)
         try:
-            segments = _settle(gm, list(nodes), segmenters[index], mine_targets, mine_reasons, settings, False)
+            segments = _settle(gm, list(nodes), segmenters[index], mine_targets, mine_reasons, settings, False, facts)
         except GraphMustChange:
             must_change.add(index)
             continue
@@ -309,7 +375,7 @@ def _best_candidate(
             results[index] = (segments, copy_targets, copy_reasons, copy)
         if on_gm is not None:
             mine_targets, mine_reasons = dict(targets), dict(reasons)
-            segments = _settle(gm, list(nodes), segmenters[on_gm], mine_targets, mine_reasons, settings, True)
+            segments = _settle(gm, list(nodes), segmenters[on_gm], mine_targets, mine_reasons, settings, True, facts)
             results[on_gm] = (segments, mine_targets, mine_reasons, None)
     best: tuple[tuple[int, int, int], int] | None = None
     for index, result in enumerate(results):

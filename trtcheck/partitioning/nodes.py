@@ -9,6 +9,8 @@ below partitioning, asks it too) and re-exported here.
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,7 +99,7 @@ CONTROL_FLOW_OPS: dict[Any, ControlFlowOp] = {
 
 
 # The ops' classes: a type test is what every round of partitioning pays per node, cheaper than hashing targets.
-_CONTROL_FLOW_TYPES = frozenset(type(op) for op in CONTROL_FLOW_OPS)
+CONTROL_FLOW_TYPES = frozenset(type(op) for op in CONTROL_FLOW_OPS)
 
 
 def control_flow_op(node: torch.fx.Node) -> ControlFlowOp | None:
@@ -106,7 +108,16 @@ def control_flow_op(node: torch.fx.Node) -> ControlFlowOp | None:
 
 
 def is_control_flow(node: torch.fx.Node) -> bool:
-    return type(node.target) in _CONTROL_FLOW_TYPES and node.op == "call_function"
+    return type(node.target) in CONTROL_FLOW_TYPES and node.op == "call_function"
+
+
+def any_control_flow(nodes: Iterable[torch.fx.Node]) -> bool:
+    """Whether a node of ``nodes`` may be control flow (a target of a control-flow op's type): one C-level scan,
+    for the passes that skip their work on the graphs without any (almost all)."""
+    return not CONTROL_FLOW_TYPES.isdisjoint(map(type, map(_TARGET, nodes)))
+
+
+_TARGET = operator.attrgetter("target")
 
 
 def branch_names(node: torch.fx.Node) -> list[str]:

@@ -38,16 +38,18 @@ so ``optimal`` never makes more segments than ``dependency_aware`` (``partitione
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.fx
 from torch import Tensor
 
-from trtcheck.lowering.graph import is_mutable_state, state_order
+from trtcheck.lowering.graph import is_mutable_state
 from trtcheck.lowering.symbols import value_bytes
 from trtcheck.partitioning.nodes import is_getitem, is_tensor_value
+from trtcheck.partitioning.order import state_order
 from trtcheck.partitioning.partition import Segment
 from trtcheck.partitioning.reasons import Target
 
@@ -77,11 +79,11 @@ def _build(nodes: Sequence[torch.fx.Node], targets: dict[torch.fx.Node, Target])
     return _with_targets(_structure(nodes), targets)
 
 
-def _structure(nodes: Sequence[torch.fx.Node]) -> _Graph:
+def _structure(nodes: Sequence[torch.fx.Node], order: Mapping[torch.fx.Node, Sequence[torch.fx.Node]] | None = None) -> _Graph:
     """Everything but the targets (``code`` and ``sinks`` left empty): the same across the driver's rounds.
 
     One pass over the nodes and one over their inputs, with the per-value checks inlined: at 100k nodes
-    this runs once per node list the driver sees.
+    this runs once per node list the driver sees. ``order``: ``state_order(nodes)``, when the caller has it.
     """
     group_of: dict[torch.fx.Node, int] = {}
     members: list[list[torch.fx.Node]] = []
@@ -122,7 +124,8 @@ def _structure(nodes: Sequence[torch.fx.Node]) -> _Graph:
                 producer.append(-1 if u is None else u)
                 traced = value.meta.get("val")
                 if isinstance(traced, Tensor):  # value_bytes and node_is_tensor, inlined
-                    size.append(value_bytes(value))
+                    count = math.prod(traced.shape)  # a SymInt for a dynamic size (no guard): value_bytes reads its hint
+                    size.append(count * traced.element_size() if type(count) is int else value_bytes(value))
                 else:
                     size.append(0)
                     if u is not None and not is_tensor_value(traced):
@@ -137,7 +140,7 @@ def _structure(nodes: Sequence[torch.fx.Node]) -> _Graph:
                 preds_g.append(u)
                 succs[u].append(g)
     # Reads and writes around an in-place write keep their order: edges without a value (no bytes cross them).
-    for node, befores in state_order(nodes).items():
+    for node, befores in (state_order(nodes) if order is None else order).items():
         g = group_of[node]
         for before in befores:
             u = group_of.get(before)
@@ -475,10 +478,16 @@ class Optimal:
             moved._last = self._last
         return moved
 
-    def __call__(self, nodes: Sequence[torch.fx.Node], targets: dict[torch.fx.Node, Target]) -> list[Segment]:
+    def __call__(
+        self,
+        nodes: Sequence[torch.fx.Node],
+        targets: dict[torch.fx.Node, Target],
+        order: Mapping[torch.fx.Node, Sequence[torch.fx.Node]] | None = None,
+    ) -> list[Segment]:
+        """``order``: ``state_order(nodes)``, when the caller has it (the driver's rounds reuse it)."""
         nodes = list(nodes)
         if self._structure is None or nodes != self._nodes:
-            self._nodes, self._structure, self._last = nodes, _structure(nodes), None
+            self._nodes, self._structure, self._last = nodes, _structure(nodes, order), None
         graph = _with_targets(self._structure, targets)
         if not graph.code:
             return []

@@ -5,7 +5,7 @@ Both strategies are one linear pass over the nodes in graph order:
 * ``naive`` starts a new segment at every change of target.
 * ``dependency_aware`` (the seed's "Dependency Aware Partitioning") keeps a TensorRT list and a Torch
   list open at once and finalizes a list only when the next node depends on it and has the other target
-  (its data, or the order of reads and writes around an in-place write: ``lowering.graph.state_order``).
+  (its data, or the order of reads and writes around an in-place write: ``order.state_order``).
   Nodes thereby move across a boundary only past nodes they do not depend on, so every segment's inputs
   are produced by earlier segments, and for the same targets it never has more segments than ``naive``.
 
@@ -15,69 +15,107 @@ tuple never crosses a segment boundary.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import operator
+from collections.abc import Callable, Mapping, Sequence
 
 import torch.fx
 
-from trtcheck.lowering.graph import state_order
-from trtcheck.partitioning.nodes import is_getitem
 from trtcheck.partitioning.optimal import optimal
+from trtcheck.partitioning.order import state_order
 from trtcheck.partitioning.partition import Segment
 from trtcheck.partitioning.reasons import Target
 
 Segmenter = Callable[[Sequence[torch.fx.Node], dict[torch.fx.Node, Target]], list[Segment]]
+
+_GETITEM = operator.getitem
 
 
 def naive(nodes: Sequence[torch.fx.Node], targets: dict[torch.fx.Node, Target]) -> list[Segment]:
     """Greedy: a new segment whenever the target changes."""
     segments: list[Segment] = []
     segment_of: dict[torch.fx.Node, Segment] = {}
+    current: Segment | None = None
     for node in nodes:
-        if _join_producer(node, segment_of):
-            continue
+        if node.target is _GETITEM and node.op == "call_function":  # ``is_getitem``, inlined: asked of every node
+            producer = segment_of.get(node.args[0])
+            if producer is not None:  # joins the segment of the tuple it indexes
+                producer.nodes.append(node)
+                segment_of[node] = producer
+                continue
         target = targets[node]
-        if not segments or segments[-1].target is not target:
-            segments.append(Segment(target))
-        segments[-1].nodes.append(node)
-        segment_of[node] = segments[-1]
+        if current is None or current.target is not target:
+            current = Segment(target)
+            segments.append(current)
+        current.nodes.append(node)
+        segment_of[node] = current
     return segments
 
 
-def _join_producer(node: torch.fx.Node, segment_of: dict[torch.fx.Node, Segment]) -> bool:
-    """Put a ``getitem`` into its producer's segment; False for any other node."""
-    if not is_getitem(node):
-        return False
-    segment = segment_of.get(node.args[0])
-    if segment is None:
-        return False
-    segment.nodes.append(node)
-    segment_of[node] = segment
-    return True
-
-
-def dependency_aware(nodes: Sequence[torch.fx.Node], targets: dict[torch.fx.Node, Target]) -> list[Segment]:
+def dependency_aware(
+    nodes: Sequence[torch.fx.Node],
+    targets: dict[torch.fx.Node, Target],
+    order: Mapping[torch.fx.Node, Sequence[torch.fx.Node]] | None = None,
+) -> list[Segment]:
     """Two open lists; a list is finalized only when a node of the other target depends on it (reads one of its
-    values, or must follow one of its nodes around an in-place write: ``state_order``)."""
-    order = state_order(nodes)
+    values, or must follow one of its nodes around an in-place write: ``state_order``).
+
+    ``order`` is ``state_order(nodes)`` when the caller has it already (the driver's rounds reuse it).
+    """
+    if order is None:
+        order = state_order(nodes)
+    trt = Target.TENSORRT
     segments: list[Segment] = []
-    open_lists: dict[Target, Segment] = {}
-    opened_at: dict[Target, int] = {}
+    open_trt: Segment | None = None  # the open lists, and the position each was opened at
+    open_torch: Segment | None = None
+    opened_trt = opened_torch = 0
     segment_of: dict[torch.fx.Node, Segment] = {}  # every node placed so far, open list or finalized
+    get = segment_of.get
     for position, node in enumerate(nodes):
-        if _join_producer(node, segment_of):
-            continue
-        target = targets[node]
-        other = open_lists.get(Target.TORCH if target is Target.TENSORRT else Target.TENSORRT)
-        if other is not None and any(segment_of.get(value) is other for value in (*node.all_input_nodes, *order.get(node, ()))):
-            segments.append(open_lists.pop(other.target))
-        current = open_lists.get(target)
-        if current is None:
-            current = open_lists[target] = Segment(target)
-            opened_at[target] = position
+        if node.target is _GETITEM and node.op == "call_function":  # ``is_getitem``, inlined
+            producer = get(node.args[0])
+            if producer is not None:
+                producer.nodes.append(node)
+                segment_of[node] = producer
+                continue
+        if targets[node] is trt:
+            other = open_torch
+            if other is not None:
+                for value in node.all_input_nodes:
+                    if get(value) is other:
+                        break
+                else:
+                    before = order.get(node) if order else None
+                    if not before or not any(get(value) is other for value in before):
+                        other = None
+                if other is not None:
+                    segments.append(other)
+                    open_torch = None
+            current = open_trt
+            if current is None:
+                current = open_trt = Segment(trt)
+                opened_trt = position
+        else:
+            other = open_trt
+            if other is not None:
+                for value in node.all_input_nodes:
+                    if get(value) is other:
+                        break
+                else:
+                    before = order.get(node) if order else None
+                    if not before or not any(get(value) is other for value in before):
+                        other = None
+                if other is not None:
+                    segments.append(other)
+                    open_trt = None
+            current = open_torch
+            if current is None:
+                current = open_torch = Segment(Target.TORCH)
+                opened_torch = position
         current.nodes.append(node)
         segment_of[node] = current
     # No open list depends on the other (a dependency would have finalized it): emit the older first.
-    segments.extend(sorted(open_lists.values(), key=lambda segment: opened_at[segment.target]))
+    still_open = [(opened, segment) for opened, segment in ((opened_trt, open_trt), (opened_torch, open_torch)) if segment is not None]
+    segments.extend(segment for _, segment in sorted(still_open, key=lambda pair: pair[0]))
     return segments
 
 
