@@ -45,7 +45,7 @@ class _UserJudge:
         self.ask = ask
 
     def __call__(self, node: torch.fx.Node) -> Verdict:
-        from trtcheck.conversion import Verdict
+        from trtcheck.conversion import Verdict  # deferred: a user's support check never loads the converters (onnx)
 
         try:
             return Verdict(bool(self.ask(node)))
@@ -59,7 +59,7 @@ def judge_with(support: Support) -> Judge:
     a ``torch.fx.passes.operator_support.OperatorSupportBase``. A user's check that raises is a verdict with
     its ``error``, never a crash."""
     if support is None:
-        from trtcheck.conversion import verdict  # the converters, imported only where they are asked
+        from trtcheck.conversion import verdict  # deferred: the converters (onnx), loaded only where they are asked
 
         return verdict
     if isinstance(support, OperatorSupportBase):

@@ -127,7 +127,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _reduce(args: argparse.Namespace) -> int:
     """Every independent culprit of a mismatch, each reduced to a repro folder: exit 1 when there is one."""
     from trtcheck.conversion import Snapshot  # deferred: it imports torch
-    from trtcheck.verification.reduce import load_repro, reduce_model, register_recorded_converters
+    from trtcheck.verification.reduce import load_repro, reduce_model, register_recorded_converters  # deferred: torch
 
     with Snapshot():  # a repro folder's converters are registered for its reduction only
         if Path(args.model).is_dir():  # a repro folder verify wrote: its graph, inputs, settings and converters
