@@ -161,3 +161,27 @@ def test_unit_roundoffs():
     assert unit_roundoff("fp32") == 2.0**-24 and unit_roundoff("bf16") == 2.0**-8
     with pytest.raises(ValueError, match="precision must be one of"):
         unit_roundoff("fp8")
+
+
+def test_tf32_rounding_reaches_fused_attention():
+    """An eval TransformerEncoderLayer takes PyTorch's fused fast path, which hides its matmuls from a dispatch mode: the
+    yardstick then stayed plain float32 (transformer_encoder_dynamic_seq: eager 685x closer to float64 than the TF32
+    engine). Inside ``tf32_rounding`` the fast path and the fused attention kernels are off, and restored after."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, batch_first=True).eval()
+    x = torch.randn(2, 5, 16)
+    before = torch.backends.mha.get_fastpath_enabled()
+    with torch.no_grad():
+        plain = layer(x)
+        with tf32_rounding():
+            assert not torch.backends.mha.get_fastpath_enabled()
+            rounded = layer(x)
+        with torch.nn.attention.sdpa_kernel([torch.nn.attention.SDPBackend.MATH]):
+            torch.backends.mha.set_fastpath_enabled(False)
+            try:
+                unrounded_math = layer(x)
+            finally:
+                torch.backends.mha.set_fastpath_enabled(before)
+    assert torch.backends.mha.get_fastpath_enabled() == before
+    float32_noise = float((unrounded_math - plain).abs().max())
+    assert float((rounded - plain).abs().max()) > 20 * max(float32_noise, 1e-7)
