@@ -14,24 +14,8 @@ from torch import nn
 import trtcheck
 import trtcheck_zoo as models
 from trtcheck.runtime import stitch
-from trtcheck.runtime.stitch import EngineModule
 
 ONE = trtcheck.Settings(min_block_size=1)
-
-
-@pytest.fixture
-def engine_calls(monkeypatch):
-    """The segment index of every engine call (``EngineModule.forward``), in order: a compiled module running
-    its model in PyTorch alone makes none."""
-    calls: list[int] = []
-    forward = EngineModule.forward
-
-    def counting(self, *tensors):
-        calls.append(self.segment_index)
-        return forward(self, *tensors)
-
-    monkeypatch.setattr(EngineModule, "forward", counting)
-    return calls
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from torch import nn
 from torch.export import Dim
 
 import trtcheck
-from trtcheck.runtime.stitch import EngineModule
 
 ONE = trtcheck.Settings(min_block_size=1)
 S = Dim("s", min=2, max=64)
@@ -26,20 +25,6 @@ class Halves(nn.Module):
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return a[: b.shape[0]] * b, a.sum(0)
-
-
-@pytest.fixture
-def engine_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The segment index of every engine call made, in order: a refused call makes none."""
-    calls: list[int] = []
-    forward = EngineModule.forward
-
-    def counting(self, *tensors):
-        calls.append(self.segment_index)
-        return forward(self, *tensors)
-
-    monkeypatch.setattr(EngineModule, "forward", counting)
-    return calls
 
 
 def _compiled(dynamic_shapes, a_rows: int, b_rows: int):

@@ -51,6 +51,21 @@ def naive(nodes: Sequence[torch.fx.Node], targets: dict[torch.fx.Node, Target]) 
     return segments
 
 
+def _depends_on(
+    node: torch.fx.Node,
+    segment: Segment,
+    get: Callable[[torch.fx.Node], Segment | None],
+    order: Mapping[torch.fx.Node, Sequence[torch.fx.Node]] | None,
+) -> bool:
+    """True when ``node`` reads a value of the open list ``segment`` or must follow one of its nodes around an
+    in-place write (``order``): what finalizes that list in ``dependency_aware``. ``get`` is the node -> list map."""
+    for value in node.all_input_nodes:
+        if get(value) is segment:
+            return True
+    before = order.get(node) if order else None
+    return bool(before) and any(get(value) is segment for value in before)
+
+
 def dependency_aware(
     nodes: Sequence[torch.fx.Node],
     targets: dict[torch.fx.Node, Target],
@@ -78,35 +93,17 @@ def dependency_aware(
                 segment_of[node] = producer
                 continue
         if targets[node] is trt:
-            other = open_torch
-            if other is not None:
-                for value in node.all_input_nodes:
-                    if get(value) is other:
-                        break
-                else:
-                    before = order.get(node) if order else None
-                    if not before or not any(get(value) is other for value in before):
-                        other = None
-                if other is not None:
-                    segments.append(other)
-                    open_torch = None
+            if open_torch is not None and _depends_on(node, open_torch, get, order):
+                segments.append(open_torch)
+                open_torch = None
             current = open_trt
             if current is None:
                 current = open_trt = Segment(trt)
                 opened_trt = position
         else:
-            other = open_trt
-            if other is not None:
-                for value in node.all_input_nodes:
-                    if get(value) is other:
-                        break
-                else:
-                    before = order.get(node) if order else None
-                    if not before or not any(get(value) is other for value in before):
-                        other = None
-                if other is not None:
-                    segments.append(other)
-                    open_trt = None
+            if open_trt is not None and _depends_on(node, open_trt, get, order):
+                segments.append(open_trt)
+                open_trt = None
             current = open_torch
             if current is None:
                 current = open_torch = Segment(Target.TORCH)
