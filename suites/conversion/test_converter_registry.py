@@ -11,6 +11,8 @@ import torch
 import trtcheck.conversion as converters
 from suites.conversion.converter_cases import CASES
 from suites.conversion.converter_harness import convert, emitted_ops, export_graph
+from trtcheck.conversion import registry
+from trtcheck.conversion.ops import _common
 from trtcheck.conversion.ops.trt_onnx_ops import TENSORRT_ONNX_OPS, TENSORRT_ONNX_TYPES, TENSORRT_VERSION
 from trtcheck.lowering.graph import is_getitem
 
@@ -230,3 +232,17 @@ def test_conversion_asks_a_validator_only_what_partitioning_did_not() -> None:
         converters.register(A.sin.default, validator=refuse, override=True)(original.fn)
         errors = trtcheck.compiler.convert.convert_segments(conversion.partition, trtcheck.compiler.clock.Clock())[1]
         assert refusing == ["sin"] and "rejects" in str(errors[0])
+
+
+def test_a_snapshot_restores_trtchecks_own_converters_too() -> None:
+    """A throwaway registered the built-in way inside a ``Snapshot`` (as trtcheck's converter tests do) replaced the
+    op's entry among the built-ins for good: a later test in the same worker read ``builtin(relu)`` as the throwaway,
+    and a repro recorded a kept built-in validator as not trtcheck's (CI's failure of stop 45)."""
+    relu = torch.ops.aten.relu.default
+    own = registry.builtin(relu)
+    with converters.Snapshot():
+        converters.unregister(relu)
+        _common.converter(relu, dtypes=_common.FLOAT)(lambda ctx, args: ctx.add("Neg", [ctx.name(args.self)]))
+        assert registry.builtin(relu) is not own
+    assert registry.builtin(relu) is own and converters.get(relu) is own
+    assert registry.builtin_owner(own.validator, "validator") == relu

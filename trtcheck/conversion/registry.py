@@ -176,15 +176,21 @@ def is_convertible(node: torch.fx.Node) -> bool:
 
 
 class Snapshot:
-    """Context manager restoring the registry on exit: for tests that register throwaway converters."""
+    """Context manager restoring the registry on exit: for tests that register throwaway converters.
+
+    It restores trtcheck's own converters too (a throwaway registered the built-in way, as trtcheck's tests do),
+    so what ``builtin`` and ``builtin_owner`` answer afterwards is what they answered before."""
 
     def __enter__(self) -> Snapshot:
         self._saved = dict(_REGISTRY)
+        self._saved_builtins = dict(_BUILTINS)
         return self
 
     def __exit__(self, *exc: object) -> None:
         _REGISTRY.clear()
         _REGISTRY.update(self._saved)
+        _BUILTINS.clear()
+        _BUILTINS.update(self._saved_builtins)
 
 
 # ``operator.getitem`` picks one result of a multi-output op; its "conversion" is an index into the
