@@ -25,6 +25,7 @@ Each rule changes targets (or the graph), so the driver re-segments and repeats 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import torch.fx
 
@@ -42,7 +43,7 @@ def enforce_tensor_boundaries(
     reasons: dict[torch.fx.Node, Reason],
     may_change_graph: bool = True,
     non_tensor: Sequence[torch.fx.Node] | None = None,
-    copies: list[torch.fx.Node] | None = None,
+    changes: GraphChanges | None = None,
     index_of: dict[torch.fx.Node, int] | None = None,
 ) -> bool:
     """Apply the table above once; True when a target or the graph changed.
@@ -50,7 +51,8 @@ def enforce_tensor_boundaries(
     Only edges that carry a non-Tensor value can break the rule, and those are few, so the pass walks the
     users of non-Tensor values instead of every edge of the graph. ``non_tensor`` is ``non_tensor_values(graph)``
     when the caller has it (the driver's rounds keep it while the graph is unchanged); the copies the rule
-    inserts are appended to ``copies``, when given (the graph changed: the caller's lists of its nodes are stale).
+    inserts, and the originals it erases, are recorded in ``changes``, when given (the caller's lists of the
+    graph's nodes are then stale).
     ``index_of``: each node's segment index, when the caller has it (``segment_index``; copies are added to it).
     """
     if non_tensor is None:
@@ -74,8 +76,19 @@ def enforce_tensor_boundaries(
                 targets[user] is Target.TENSORRT or is_size_computation(value)
             ):
                 raise GraphMustChange(value.name)
-            changed |= _fix_edge(graph, value, user, segments[position], position, targets, reasons, index_of, copies)
+            changed |= _fix_edge(graph, value, user, segments[position], position, targets, reasons, index_of, changes)
     return changed
+
+
+@dataclass
+class GraphChanges:
+    """What one application of the rules did to the graph: the copies it inserted and the originals it erased."""
+
+    copies: list[torch.fx.Node] = field(default_factory=list)
+    erased: list[torch.fx.Node] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.copies or self.erased)
 
 
 def segment_index(segments: Sequence[Segment]) -> dict[torch.fx.Node, int]:
@@ -102,15 +115,17 @@ def _fix_edge(
     targets: dict[torch.fx.Node, Target],
     reasons: dict[torch.fx.Node, Reason],
     index_of: dict[torch.fx.Node, int],
-    copies: list[torch.fx.Node] | None = None,
+    changes: GraphChanges | None = None,
 ) -> bool:
     producer_target = targets.get(value)  # None: a graph input
     consumer_target = targets[consumer]
     if producer_target is Target.TENSORRT and (consumer_target is Target.TENSORRT or is_size_computation(value)):
         copy = _copy_into(graph, value, segment, targets, reasons, consumer_target)
         index_of[copy] = position
-        if copies is not None:
-            copies.append(copy)
+        if changes is not None:
+            changes.copies.append(copy)
+            if not value.users:  # ``_copy_into`` erased it
+                changes.erased.append(value)
         return True
     if producer_target is Target.TENSORRT:
         _fall_back(value, targets, reasons, f"its non-Tensor result {_shown(value)} is read by Torch node {consumer.name}")

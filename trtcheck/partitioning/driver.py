@@ -18,9 +18,9 @@ import torch.fx
 
 from trtcheck.errors import GraphMustChange, PartitionError, SettingsError, UnmatchedOpError
 from trtcheck.lowering.export import lower
-from trtcheck.lowering.graph import copy_graph_module
+from trtcheck.lowering.graph import copy_graph_module, written_values
 from trtcheck.names import ModuleMatcher, checked_settings, resolve_fp32_nodes, resolve_modules, resolve_ops
-from trtcheck.partitioning.boundaries import apply_min_block_size, enforce_tensor_boundaries, segment_index
+from trtcheck.partitioning.boundaries import GraphChanges, apply_min_block_size, enforce_tensor_boundaries, segment_index
 from trtcheck.partitioning.control_flow import isolate_control_flow, partition_branches
 from trtcheck.partitioning.decisions import Support, follow_producers, initial_targets, judge_with
 from trtcheck.partitioning.nodes import any_control_flow, is_tensor_value
@@ -199,8 +199,8 @@ def _settle(
         segments = facts.segment(segmenter, targets)
         segments = merge_adjacent(isolate_control_flow(segments) if facts.flows else segments)
         index_of = segment_index(segments)
-        copies: list[torch.fx.Node] = []
-        changed = enforce_tensor_boundaries(gm.graph, segments, targets, reasons, may_change_graph, facts.non_tensor, copies, index_of)
+        changes = GraphChanges()
+        changed = enforce_tensor_boundaries(gm.graph, segments, targets, reasons, may_change_graph, facts.non_tensor, changes, index_of)
         if not changed and not settings.require_full_compilation:
             getitems = [0] * len(segments)
             for node in facts.getitems:
@@ -208,8 +208,8 @@ def _settle(
             changed = apply_min_block_size(segments, settings.min_block_size, targets, reasons, getitems)
         if not changed:
             return segments
-        if copies:  # the graph changed: gather its facts again
-            facts = _Facts.gather(gm.graph)
+        if changes:  # the graph changed: its facts with the copies in and the erased originals out
+            facts = facts.changed(gm.graph, changes)
         follow_producers(facts.getitems, targets, reasons)
     raise PartitionError("partitioning did not converge; please report this graph")  # pragma: no cover - a bug
 
@@ -223,6 +223,7 @@ class _Facts:
     non_tensor: list[torch.fx.Node]  # ``boundaries.non_tensor_values``
     order: dict[torch.fx.Node, list[torch.fx.Node]]  # ``order.state_order(nodes)``
     flows: bool  # whether a node may be control flow (the rounds copy only int producers: never one of those)
+    inputs_first: bool  # whether every placeholder comes before every compute node (as lowering makes them)
 
     @classmethod
     def gather(cls, graph: torch.fx.Graph) -> _Facts:
@@ -232,6 +233,7 @@ class _Facts:
         getitems: list[torch.fx.Node] = []
         non_tensor: list[torch.fx.Node] = []
         writes = False
+        inputs_first = True
         known = WRITES.get
         for node in graph.nodes:
             op = node.op
@@ -241,6 +243,8 @@ class _Facts:
             if not isinstance(value, torch.Tensor) and not is_tensor_value(value):
                 non_tensor.append(node)
             if op == "placeholder":
+                if nodes:
+                    inputs_first = False
                 continue
             nodes.append(node)
             target = node.target
@@ -250,7 +254,51 @@ class _Facts:
             elif not writes and op == "call_function":
                 cached = known(id(target))  # ``may_write_cached``, inlined
                 writes = cached[1] if cached is not None and cached[0] is target else may_write_cached(target)
-        return cls(nodes, getitems, non_tensor, state_order(nodes) if writes else {}, any_control_flow(nodes))
+        return cls(nodes, getitems, non_tensor, state_order(nodes) if writes else {}, any_control_flow(nodes), inputs_first)
+
+    def changed(self, graph: torch.fx.Graph, changes: GraphChanges) -> _Facts:
+        """These facts after the copy rule inserted ``changes.copies`` (each just before a node) and erased
+        ``changes.erased``: the lists rebuilt in one pass over the old nodes, the order kept unless a copy reads
+        a value written in place (then, like anything unusual, everything is gathered again)."""
+        copies = set(changes.copies)
+        if not self.inputs_first or any(copy.target is operator.getitem for copy in copies):
+            return _Facts.gather(graph)
+        if self.order:
+            written = self.written()
+            if any(value in written for copy in copies for value in copy.all_input_nodes):
+                return _Facts.gather(graph)
+        # Copies go just before a node of the graph (or before another copy, which went before one): group them by
+        # the first old node after them, in graph order.
+        before: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+        for copy in copies:
+            anchor = copy.next
+            while anchor in copies:
+                anchor = anchor.next
+            if anchor not in before:
+                run, node = [], anchor.prev
+                while node in copies:
+                    run.append(node)
+                    node = node.prev
+                before[anchor] = run[::-1]
+        gone = set(changes.erased)
+        tracked = (set(self.non_tensor) | copies) - gone
+        nodes: list[torch.fx.Node] = []
+        non_tensor = [node for node in self.non_tensor if node.op == "placeholder"]  # first, as gathered
+        for node in self.nodes:
+            for new in before.get(node, ()):
+                nodes.append(new)
+                non_tensor.append(new)  # a copy of a non-Tensor producer: non-Tensor
+            if node not in gone:
+                nodes.append(node)
+                if node in tracked:
+                    non_tensor.append(node)
+        return _Facts(nodes, self.getitems, non_tensor, self.order, self.flows, self.inputs_first)
+
+    def written(self) -> set[torch.fx.Node]:
+        """The values written in place (those whose accesses ``order`` orders)."""
+        return {value for node in self.order for value in written_values(node)} | {
+            value for befores in self.order.values() for before in befores for value in written_values(before)
+        }
 
     def segment(self, segmenter: Segmenter, targets: dict[torch.fx.Node, Target]) -> list[Segment]:
         if segmenter is dependency_aware or isinstance(segmenter, Optimal):  # they read the order: give them ours
