@@ -266,9 +266,17 @@ class _Facts:
     nodes: list[torch.fx.Node]  # the compute nodes, in graph order
     getitems: list[torch.fx.Node]
     non_tensor: list[torch.fx.Node]  # ``boundaries.non_tensor_values``
-    order: dict[torch.fx.Node, list[torch.fx.Node]]  # ``order.state_order(nodes)``
+    writes: bool  # whether a node may write in place (only then is there an order to keep)
     flows: bool  # whether a node may be control flow (the rounds copy only int producers: never one of those)
     inputs_first: bool  # whether every placeholder comes before every compute node (as lowering makes them)
+    known_order: dict[torch.fx.Node, list[torch.fx.Node]] | None = None
+
+    @property
+    def order(self) -> dict[torch.fx.Node, list[torch.fx.Node]]:
+        """``order.state_order(nodes)``, made when a segmenter first reads it (``naive`` never does)."""
+        if self.known_order is None:
+            self.known_order = state_order(self.nodes) if self.writes else {}
+        return self.known_order
 
     @classmethod
     def gather(cls, graph: torch.fx.Graph) -> _Facts:
@@ -299,7 +307,7 @@ class _Facts:
             elif not writes and op == "call_function":
                 cached = known(id(target))  # ``may_write_cached``, inlined
                 writes = cached[1] if cached is not None and cached[0] is target else may_write_cached(target)
-        return cls(nodes, getitems, non_tensor, state_order(nodes) if writes else {}, any_control_flow(nodes), inputs_first)
+        return cls(nodes, getitems, non_tensor, writes, any_control_flow(nodes), inputs_first)
 
     def changed(self, graph: torch.fx.Graph, changes: GraphChanges) -> _Facts:
         """These facts after the copy rule inserted ``changes.copies`` (each just before a node) and erased
@@ -308,7 +316,8 @@ class _Facts:
         copies = set(changes.copies)
         if not self.inputs_first or any(copy.target is operator.getitem for copy in copies):
             return _Facts.gather(graph)
-        if self.order:
+        order = self.known_order  # not made yet: it will be, for the new nodes, when it is read
+        if order:
             written = self.written()
             if any(value in written for copy in copies for value in copy.all_input_nodes):
                 return _Facts.gather(graph)
@@ -337,12 +346,13 @@ class _Facts:
                 nodes.append(node)
                 if node in tracked:
                     non_tensor.append(node)
-        return _Facts(nodes, self.getitems, non_tensor, self.order, self.flows, self.inputs_first)
+        return _Facts(nodes, self.getitems, non_tensor, self.writes, self.flows, self.inputs_first, order)
 
     def written(self) -> set[torch.fx.Node]:
         """The values written in place (those whose accesses ``order`` orders)."""
-        return {value for node in self.order for value in written_values(node)} | {
-            value for befores in self.order.values() for before in befores for value in written_values(before)
+        order = self.known_order or {}
+        return {value for node in order for value in written_values(node)} | {
+            value for befores in order.values() for before in befores for value in written_values(before)
         }
 
     def segment(self, segmenter: Segmenter, targets: dict[torch.fx.Node, Target]) -> list[Segment]:
