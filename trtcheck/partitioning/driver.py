@@ -18,9 +18,9 @@ import torch.fx
 
 from trtcheck.errors import GraphMustChange, PartitionError, SettingsError, UnmatchedOpError
 from trtcheck.lowering.export import lower
-from trtcheck.lowering.graph import copy_graph_module
+from trtcheck.lowering.graph import copy_graph_module, graph_module, written_values
 from trtcheck.names import ModuleMatcher, checked_settings, resolve_fp32_nodes, resolve_modules, resolve_ops
-from trtcheck.partitioning.boundaries import apply_min_block_size, enforce_tensor_boundaries, segment_index
+from trtcheck.partitioning.boundaries import GraphChanges, apply_min_block_size, enforce_tensor_boundaries, segment_index
 from trtcheck.partitioning.control_flow import isolate_control_flow, partition_branches
 from trtcheck.partitioning.decisions import Support, follow_producers, initial_targets, judge_with
 from trtcheck.partitioning.nodes import any_control_flow, is_tensor_value
@@ -61,11 +61,56 @@ def partition(
         try:  # the user's own GraphModule: partition it in place unless a rule must add nodes
             return partition_graph(gm, settings, support, forced_modules=forced_modules, may_change_graph=False)
         except GraphMustChange as error:
-            copy = copy_graph_module(gm)
+            copy = _copy_graph_module(gm)
             resume: _Resume | None = getattr(error, "resume", None)
             if resume is not None:  # segmentation="optimal": carry what the first attempt found over to the copy
                 resume = resume.onto(gm, copy)
             return _partition_graph(copy, settings, support, forced_modules, True, resume)
+
+
+def _copy_graph_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``lowering.graph.copy_graph_module(gm)``, twice as fast: the copy of a user's graph the copy rule needs.
+
+    ``Graph.node_copy`` checks every argument of every node for a raw SymInt (a pytree walk per node) and then sets
+    the copy's ``meta`` through ``Node.__setattr__``, which re-keys the graph's node table (hashing the target):
+    together most of the copy, and the copy was most of partitioning a user's 100k-node graph with int producers
+    (issue 42). Here each node is made as ``create_node`` makes it (the same name, through the graph's namespace,
+    the same insertion and node table), its ``meta`` a shallow copy as ``node_copy`` makes it, set before the node
+    enters the table. A graph whose nodes carry raw SymInts (no lowered graph does) or a torch.fx without these
+    internals gets the plain copy.
+    """
+    try:
+        return _fast_copy(gm)
+    except (AttributeError, TypeError):  # pragma: no cover - another torch.fx
+        return copy_graph_module(gm)
+
+
+def _fast_copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    graph = torch.fx.Graph()
+    create_name = graph._graph_namespace.create_name
+    associate = graph._graph_namespace.associate_name_with_obj
+    insert, table_insert = graph._insert, graph._find_nodes_lookup_table.insert
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    get, map_arg, node_type, set_attribute = env.__getitem__, torch.fx.node.map_arg, torch.fx.Node, object.__setattr__
+    count = 0
+    for node in gm.graph.nodes:
+        if node.op == "output":
+            graph.output(map_arg(node.args[0], get), type_expr=getattr(node, "type", None))
+            break
+        name = create_name(node.name, None)
+        new = node_type(graph, name, node.op, node.target, map_arg(node.args, get), map_arg(node.kwargs, get), node.type)
+        set_attribute(new, "meta", dict(node.meta))  # node_copy's copy.copy of the dict; no table entry yet to re-key
+        associate(name, new)
+        insert(new)
+        table_insert(new)
+        count += 1
+        env[node] = new
+    graph._len += count
+    copy = graph_module(gm, graph)
+    copy.meta.update(gm.meta)  # the symbol ranges of a dynamic graph travel with every copy
+    copy.graph._codegen = gm.graph._codegen
+    copy.recompile()
+    return copy
 
 
 def partition_graph(
@@ -199,8 +244,8 @@ def _settle(
         segments = facts.segment(segmenter, targets)
         segments = merge_adjacent(isolate_control_flow(segments) if facts.flows else segments)
         index_of = segment_index(segments)
-        copies: list[torch.fx.Node] = []
-        changed = enforce_tensor_boundaries(gm.graph, segments, targets, reasons, may_change_graph, facts.non_tensor, copies, index_of)
+        changes = GraphChanges()
+        changed = enforce_tensor_boundaries(gm.graph, segments, targets, reasons, may_change_graph, facts.non_tensor, changes, index_of)
         if not changed and not settings.require_full_compilation:
             getitems = [0] * len(segments)
             for node in facts.getitems:
@@ -208,8 +253,8 @@ def _settle(
             changed = apply_min_block_size(segments, settings.min_block_size, targets, reasons, getitems)
         if not changed:
             return segments
-        if copies:  # the graph changed: gather its facts again
-            facts = _Facts.gather(gm.graph)
+        if changes:  # the graph changed: its facts with the copies in and the erased originals out
+            facts = facts.changed(gm.graph, changes)
         follow_producers(facts.getitems, targets, reasons)
     raise PartitionError("partitioning did not converge; please report this graph")  # pragma: no cover - a bug
 
@@ -221,8 +266,17 @@ class _Facts:
     nodes: list[torch.fx.Node]  # the compute nodes, in graph order
     getitems: list[torch.fx.Node]
     non_tensor: list[torch.fx.Node]  # ``boundaries.non_tensor_values``
-    order: dict[torch.fx.Node, list[torch.fx.Node]]  # ``order.state_order(nodes)``
+    writes: bool  # whether a node may write in place (only then is there an order to keep)
     flows: bool  # whether a node may be control flow (the rounds copy only int producers: never one of those)
+    inputs_first: bool  # whether every placeholder comes before every compute node (as lowering makes them)
+    known_order: dict[torch.fx.Node, list[torch.fx.Node]] | None = None
+
+    @property
+    def order(self) -> dict[torch.fx.Node, list[torch.fx.Node]]:
+        """``order.state_order(nodes)``, made when a segmenter first reads it (``naive`` never does)."""
+        if self.known_order is None:
+            self.known_order = state_order(self.nodes) if self.writes else {}
+        return self.known_order
 
     @classmethod
     def gather(cls, graph: torch.fx.Graph) -> _Facts:
@@ -232,6 +286,7 @@ class _Facts:
         getitems: list[torch.fx.Node] = []
         non_tensor: list[torch.fx.Node] = []
         writes = False
+        inputs_first = True
         known = WRITES.get
         for node in graph.nodes:
             op = node.op
@@ -241,6 +296,8 @@ class _Facts:
             if not isinstance(value, torch.Tensor) and not is_tensor_value(value):
                 non_tensor.append(node)
             if op == "placeholder":
+                if nodes:
+                    inputs_first = False
                 continue
             nodes.append(node)
             target = node.target
@@ -250,7 +307,53 @@ class _Facts:
             elif not writes and op == "call_function":
                 cached = known(id(target))  # ``may_write_cached``, inlined
                 writes = cached[1] if cached is not None and cached[0] is target else may_write_cached(target)
-        return cls(nodes, getitems, non_tensor, state_order(nodes) if writes else {}, any_control_flow(nodes))
+        return cls(nodes, getitems, non_tensor, writes, any_control_flow(nodes), inputs_first)
+
+    def changed(self, graph: torch.fx.Graph, changes: GraphChanges) -> _Facts:
+        """These facts after the copy rule inserted ``changes.copies`` (each just before a node) and erased
+        ``changes.erased``: the lists rebuilt in one pass over the old nodes, the order kept unless a copy reads
+        a value written in place (then, like anything unusual, everything is gathered again)."""
+        copies = set(changes.copies)
+        if not self.inputs_first or any(copy.target is operator.getitem for copy in copies):
+            return _Facts.gather(graph)
+        order = self.known_order  # not made yet: it will be, for the new nodes, when it is read
+        if order:
+            written = self.written()
+            if any(value in written for copy in copies for value in copy.all_input_nodes):
+                return _Facts.gather(graph)
+        # Copies go just before a node of the graph (or before another copy, which went before one): group them by
+        # the first old node after them, in graph order.
+        before: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+        for copy in copies:
+            anchor = copy.next
+            while anchor in copies:
+                anchor = anchor.next
+            if anchor not in before:
+                run, node = [], anchor.prev
+                while node in copies:
+                    run.append(node)
+                    node = node.prev
+                before[anchor] = run[::-1]
+        gone = set(changes.erased)
+        tracked = (set(self.non_tensor) | copies) - gone
+        nodes: list[torch.fx.Node] = []
+        non_tensor = [node for node in self.non_tensor if node.op == "placeholder"]  # first, as gathered
+        for node in self.nodes:
+            for new in before.get(node, ()):
+                nodes.append(new)
+                non_tensor.append(new)  # a copy of a non-Tensor producer: non-Tensor
+            if node not in gone:
+                nodes.append(node)
+                if node in tracked:
+                    non_tensor.append(node)
+        return _Facts(nodes, self.getitems, non_tensor, self.writes, self.flows, self.inputs_first, order)
+
+    def written(self) -> set[torch.fx.Node]:
+        """The values written in place (those whose accesses ``order`` orders)."""
+        order = self.known_order or {}
+        return {value for node in order for value in written_values(node)} | {
+            value for befores in order.values() for before in befores for value in written_values(before)
+        }
 
     def segment(self, segmenter: Segmenter, targets: dict[torch.fx.Node, Target]) -> list[Segment]:
         if segmenter is dependency_aware or isinstance(segmenter, Optimal):  # they read the order: give them ours

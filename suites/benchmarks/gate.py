@@ -1,0 +1,415 @@
+"""The benchmark gate (issue 42): partitioning's scaling, compile time and the stitched call's cost per boundary,
+each timed against a control in the same rounds and compared with a run recorded in the repository.
+
+    python suites/benchmarks/gate.py check [--baseline suites/benchmarks/gate_runs/baseline.json] [--out run.json]
+    python suites/benchmarks/gate.py measure --out run.json [--rounds 5]
+    python suites/benchmarks/gate.py judge BASELINE.json CURRENT.json
+
+``check`` measures (about two minutes on two cores) and judges against the baseline; it exits 1 when a figure
+regressed. What is measured, in ``--rounds`` interleaved rounds (every figure once per round, so a change in the
+machine's load hits every figure and its control in the same round):
+
+* **partition**: ``trtcheck.partition`` of random core-ATen graphs of ``SIZES`` (4k and 40k compute nodes) of two
+  families, ``tensor`` (elementwise ops, tuples, 10% without a converter) and ``with-ints`` (adds ``sym_size``
+  producers read by ``add.Scalar``, which exercise the copy rule, and a buffer read and written in place, which
+  exercises the order around in-place writes), in ``naive``, ``dependency_aware`` and ``optimal``. Control:
+  torch.fx's own ``CapabilityBasedPartitioner`` on a 500-node ``tensor`` graph with the same support check.
+* **compile**: ``trtcheck.compile`` of two small zoo models (``COMPILE_MODELS``, ONNX Runtime backend). Control:
+  ``torch.onnx.export`` of the same model (the TorchScript exporter: the dynamo one needs ``onnxscript``).
+* **boundary**: ``trtcheck.profile``'s ``per_boundary_s`` of a chain of 16 ``add`` engines and 16 ``relu``s forced
+  to PyTorch on a tiny tensor (32 segments): what each crossing costs beside the engines and the Torch ops.
+  Control: the same chain in eager PyTorch.
+
+How a figure fails (``judge``):
+
+* **regression**: each round's time is divided by the control's in the same round (times the baseline's median
+  control, so it stays in seconds), for the baseline's rounds and for these; the figure regressed when
+  ``trtcheck.report.statistics.is_regression`` says so at ``THRESHOLD``: the one-sided rank test over the rounds
+  (p < 0.01), the median grown by more than the threshold, and by more than the noise floor. A machine that is
+  slower (or faster) slows (or speeds) the control as much, so it neither fails nor hides a regression;
+* **scaling**: the median over the rounds of ``40k / 4k`` of a partition (the two timed back to back, the small one
+  the least of three runs) above ``MAX_SCALING`` (linear growth gives about 10, a
+  quadratic piece 100): a figure of the code alone, no baseline needed.
+
+Self-contained on purpose: it imports only torch, ``trtcheck``'s public API, ``trtcheck.report.statistics`` (for
+the judgement) and the zoo, and builds its own graphs, so the same file measures older commits too (run it with
+their checkout first on ``PYTHONPATH``: the recorded runs in ``gate_runs/`` were made so, see its README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import operator
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RUNS = HERE / "gate_runs"
+BASELINE = RUNS / "baseline.json"
+
+SIZES = (4_000, 40_000)
+STRATEGIES = {"naive": {"segmentation": "naive"}, "dependency_aware": {}, "optimal": {"segmentation": "optimal"}}
+FAMILIES = ("tensor", "with-ints")
+CONTROL_SIZE = 500
+COMPILE_MODELS = ("squeezenet1_0", "resnet18")
+CHAIN = 16  # add engines (and as many relus in PyTorch) in the boundary chain
+ROUNDS = 5  # the rank test's minimum (trtcheck.report.statistics.MIN_ROUNDS)
+
+THRESHOLD = 0.5
+"""A figure regressed when its control-relative median grew by more than half (and beyond chance): a 2x slowdown
+always clears it; run-to-run noise of these ratios on the shared 2-core machine stayed within +-30%."""
+
+MAX_SCALING = 20.0
+"""The most a partition may grow from 4k to 40k nodes. Linear code measured 11.6-13.7 here (the small graph timed as
+the least of three runs, the large one once, and a ten times larger graph missing the caches more); 4a1d276's
+quadratic pieces measured 58 and 67 (``gate_runs/``)."""
+
+
+# ---- graphs ----------------------------------------------------------------------------------------------------
+def build_graph(num_nodes: int, family: str, seed: int = 0) -> tuple[Any, tuple]:
+    """A random core-ATen GraphModule of about ``num_nodes`` compute nodes and its example inputs.
+
+    Every value is a ``[1, 3, 4, 4]`` float32 tensor (one shared example value in ``meta["val"]``: partitioning reads
+    types, shapes and bytes, never values), an int (``sym_size``) or a tuple (``max.dim``). Operands are drawn near
+    the end of what was made so far, so the graph is long and local like a network's. Every leaf is an output: no
+    dead code, so ``trtcheck.partition`` partitions the user's graph in place unless the copy rule must add nodes.
+    """
+    import torch
+    import torch.fx
+
+    aten = torch.ops.aten
+    rng = random.Random(seed)
+    graph = torch.fx.Graph()
+    root = torch.nn.Module()
+    example = torch.rand(1, 3, 4, 4)
+    root.register_buffer("state", torch.rand(1, 3, 4, 4))
+    inputs = [graph.placeholder(f"x{i}") for i in range(2)]
+    for node in inputs:
+        node.meta["val"] = example
+    values = list(inputs)
+    ints: list[Any] = []
+    state = None
+    made = 0
+
+    def call(target: Any, *args: Any, val: Any = example) -> Any:
+        nonlocal made
+        node = graph.call_function(target, args)
+        node.meta["val"] = val
+        made += 1
+        return node
+
+    def pick() -> Any:
+        return values[len(values) - 1 - rng.randrange(min(len(values), 12))]
+
+    unary = (aten.relu.default, aten.neg.default, aten.sigmoid.default, aten.tanh.default, aten.abs.default)
+    binary = (aten.add.Tensor, aten.mul.Tensor, aten.sub.Tensor, aten.maximum.default)
+    while made < num_nodes:
+        draw = rng.random()
+        if draw < 0.1:
+            values.append(call(aten.lgamma.default, pick()))  # no converter: a Torch node
+        elif draw < 0.4:
+            values.append(call(rng.choice(unary), pick()))
+        elif draw < 0.7:
+            values.append(call(rng.choice(binary), pick(), pick()))
+        elif draw < 0.75:
+            pair = call(aten.max.dim, pick(), 1, True, val=(example, example))
+            values.append(call(operator.getitem, pair, 0))
+        elif family == "with-ints" and draw < 0.85:
+            if not ints or rng.random() < 0.5:  # a new size, read at once (never dead code)
+                ints.append(call(aten.sym_size.int, pick(), 0, val=1))
+                values.append(call(aten.add.Scalar, pick(), ints[-1]))
+            else:  # a recent one: often made in another segment (the copy rule)
+                values.append(call(aten.add.Scalar, pick(), ints[-1 - rng.randrange(min(len(ints), 4))]))
+        elif family == "with-ints" and draw < 0.95:
+            if state is None:
+                state = graph.get_attr("state")
+                state.meta["val"] = root.state
+            if rng.random() < 0.5:
+                values.append(call(aten.add.Tensor, pick(), state))  # a read of the buffer
+            else:
+                call(aten.copy_.default, state, pick())  # an in-place write of it
+        else:
+            values.append(call(rng.choice(unary), pick()))
+    leaves = [node for node in values[2:] if not node.users] or [values[-1]]
+    graph.output(tuple(leaves))
+    return torch.fx.GraphModule(root, graph), (example.clone(), example.clone())
+
+
+def support(node: Any) -> bool:
+    """Every op but ``lgamma`` and the in-place ``copy_`` converts."""
+    import torch
+
+    return node.target not in (torch.ops.aten.lgamma.default, torch.ops.aten.copy_.default)
+
+
+# ---- measuring -------------------------------------------------------------------------------------------------
+@dataclass
+class _Timed:
+    """One thing to time each round: ``run()`` returns ``{figure name: seconds}`` (one figure or several)."""
+
+    names: dict[str, str]  # figure name -> the name of its control ("" for a control itself)
+    run: Any  # () -> dict[str, float]
+
+
+SMALL_REPEATS = 3  # the small graph's time is the least of this many runs (a load spike would inflate the ratio)
+
+
+def _partition_figures(graphs: dict) -> list[_Timed]:
+    """Per family and strategy, the small graph (least of ``SMALL_REPEATS``) and right after it the large one: the
+    pair the scaling ratio divides is measured back to back, under the same load."""
+    import trtcheck
+
+    figures = []
+    for family in FAMILIES:
+        for strategy, extra in STRATEGIES.items():
+            settings = trtcheck.Settings(**extra)
+            names = {f"partition/{family}/{strategy}/{size}": "control/fx_partitioner" for size in SIZES}
+
+            def run(family=family, strategy=strategy, settings=settings) -> dict[str, float]:
+                times = {}
+                for size in SIZES:
+                    gm, inputs = graphs[(family, size)]
+                    best = float("inf")
+                    for _ in range(SMALL_REPEATS if size == SIZES[0] else 1):
+                        start = time.perf_counter()
+                        trtcheck.partition(gm, inputs, settings, support)
+                        best = min(best, time.perf_counter() - start)
+                    times[f"partition/{family}/{strategy}/{size}"] = best
+                return times
+
+            figures.append(_Timed(names, run))
+    return figures
+
+
+def _fx_control(gm: Any) -> Any:
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import create_op_support
+
+    def run() -> dict[str, float]:
+        start = time.perf_counter()
+        supported = create_op_support(lambda modules, node: support(node))
+        partitioner = CapabilityBasedPartitioner(gm, supported, allows_single_node_partition=True)
+        partitioner.propose_partitions()
+        return {"control/fx_partitioner": time.perf_counter() - start}
+
+    return _Timed({"control/fx_partitioner": ""}, run)
+
+
+def _compile_figures() -> list[_Timed]:
+    import io
+
+    import torch
+
+    import trtcheck
+    import trtcheck_zoo as models
+
+    figures = []
+    for name in COMPILE_MODELS:
+        model, inputs = models.get(name).build()
+
+        def compile_run(model=model, inputs=inputs, name=name) -> dict[str, float]:
+            start = time.perf_counter()
+            trtcheck.compile(model, inputs, backend="onnxruntime")
+            return {f"compile/{name}": time.perf_counter() - start}
+
+        def export_run(model=model, inputs=inputs, name=name) -> dict[str, float]:
+            start = time.perf_counter()
+            torch.onnx.export(model, inputs, io.BytesIO(), dynamo=False)
+            return {f"control/onnx_export/{name}": time.perf_counter() - start}
+
+        figures.append(_Timed({f"compile/{name}": f"control/onnx_export/{name}"}, compile_run))
+        figures.append(_Timed({f"control/onnx_export/{name}": ""}, export_run))
+    return figures
+
+
+def _boundary_figures() -> list[_Timed]:
+    import torch
+
+    import trtcheck
+
+    class Chain(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("steps", torch.linspace(-1, 1, CHAIN))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for i in range(CHAIN):
+                x = torch.relu(x + self.steps[i])
+            return x
+
+    model, x = Chain().eval(), torch.rand(1, 8)
+    settings = trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::relu"])
+    compiled = trtcheck.compile(model, (x,), settings, backend="onnxruntime")
+
+    def per_boundary() -> dict[str, float]:
+        return {"boundary/per_boundary": trtcheck.profile(compiled, x, repeat=30, warmup=5).per_boundary_s}
+
+    def eager() -> dict[str, float]:
+        with torch.inference_mode():
+            model(x)
+            times = []
+            for _ in range(30):
+                start = time.perf_counter()
+                model(x)
+                times.append(time.perf_counter() - start)
+        return {"control/eager_chain": statistics.median(times)}
+
+    return [_Timed({"boundary/per_boundary": "control/eager_chain"}, per_boundary), _Timed({"control/eager_chain": ""}, eager)]
+
+
+def measure(rounds: int = ROUNDS, parts: tuple[str, ...] = ("partition", "compile", "boundary"), log: Any = None) -> dict[str, Any]:
+    """Every figure of ``parts`` (and its control) timed once per round, in a shuffled order each round, after one
+    untimed warm-up round; returns the run as recorded (``{"meta": ..., "figures": {name: [seconds per round]}}``)."""
+    import torch
+
+    warnings.filterwarnings("ignore")
+    torch.set_flush_denormal(True)
+    timed: list[_Timed] = []
+    if "partition" in parts:
+        graphs = {(family, size): build_graph(size, family) for family in FAMILIES for size in SIZES}
+        timed.append(_fx_control(build_graph(CONTROL_SIZE, "tensor", seed=1)[0]))
+        timed += _partition_figures(graphs)
+    if "compile" in parts:
+        timed += _compile_figures()
+    if "boundary" in parts:
+        timed += _boundary_figures()
+    controls = {name: control for item in timed for name, control in item.names.items() if control}
+    results: dict[str, list[float]] = {name: [] for item in timed for name in item.names}
+    order = random.Random(0)
+    for index in range(rounds + 1):  # round 0 warms up (imports, first kernels, ONNX Runtime's first session)
+        shuffled = list(timed)
+        order.shuffle(shuffled)
+        for item in shuffled:
+            for name, seconds in item.run().items():
+                if index:
+                    results[name].append(seconds)
+        if log is not None and index:
+            log(f"round {index}/{rounds} done")
+    return {"meta": _meta(), "controls": controls, "figures": results}
+
+
+def _meta() -> dict[str, Any]:
+    import torch
+
+    commit = "unknown"
+    try:
+        import trtcheck
+
+        source = Path(trtcheck.__file__).resolve().parent.parent
+        commit = subprocess.run(["git", "-C", str(source), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                check=False).stdout.strip() or "unknown"
+    except Exception:  # noqa: BLE001 - a checkout without git: the commit is unknown
+        pass
+    return {"commit": commit, "torch": torch.__version__, "python": platform.python_version(), "cores": os.cpu_count(),
+            "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "sizes": list(SIZES)}
+
+
+# ---- judging ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Finding:
+    figure: str
+    kind: str  # "regression" or "scaling"
+    failed: bool
+    message: str
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def _normalized(run: dict[str, Any], name: str, scale: float) -> list[float]:
+    control = run["controls"].get(name)
+    if not control:
+        return list(run["figures"][name])
+    return [t / c * scale for t, c in zip(run["figures"][name], run["figures"][control])]
+
+
+PER_CALL = {"boundary/per_boundary": 2 * CHAIN}
+"""Figures judged per call of what they time: the chain's per-boundary cost times its crossings (16 engine inputs, 16
+Torch-segment inputs), so the noise floor (``statistics.NOISE_FLOOR_S``, 0.1 ms a call) applies to a whole call."""
+
+
+def judge(baseline: dict[str, Any], current: dict[str, Any], threshold: float = THRESHOLD) -> list[Finding]:
+    """Every figure of ``current`` that ``baseline`` has too, judged (see the module docstring)."""
+    from trtcheck.report.statistics import Spread, is_regression
+
+    findings = []
+    for name, control in current["controls"].items():
+        if name not in baseline["figures"]:
+            continue
+        scale = (_median(baseline["figures"][control]) if control else 1.0) * PER_CALL.get(name, 1)
+        base = _normalized(baseline, name, scale)
+        now = _normalized(current, name, scale)
+        regressed, evidence = is_regression(Spread(_median(base), rounds=tuple(base)), Spread(_median(now), rounds=tuple(now)), threshold)
+        change = _median(now) / _median(base) - 1
+        unit, factor = ("us per boundary", 1e6 / PER_CALL[name]) if name in PER_CALL else ("ms", 1e3)
+        findings.append(Finding(name, "regression", regressed,
+                                f"{name}: {_median(now) * factor:.2f} {unit} against {_median(base) * factor:.2f} (control-relative, "
+                                f"{change:+.0%}; {evidence.describe()})"))
+    for name in current["figures"]:
+        parts = name.split("/")
+        if parts[0] == "partition" and parts[-1] == str(SIZES[-1]):
+            small = "/".join([*parts[:-1], str(SIZES[0])])
+            # per round (the pair was timed back to back), then the median: a load spike in one round moves one ratio
+            ratio = _median([large / little for large, little in zip(current["figures"][name], current["figures"][small])])
+            findings.append(Finding("/".join(parts[:-1]), "scaling", ratio > MAX_SCALING,
+                                    f"{'/'.join(parts[:-1])}: {SIZES[-1] // 1000}k/{SIZES[0] // 1000}k = {ratio:.1f} "
+                                    f"(at most {MAX_SCALING:g})"))
+    return findings
+
+
+def report(findings: list[Finding]) -> str:
+    lines = [("FAIL " if finding.failed else "ok   ") + f"{finding.kind:10s} {finding.message}" for finding in findings]
+    failed = sum(finding.failed for finding in findings)
+    lines.append(f"{failed} of {len(findings)} checks failed" if failed else f"all {len(findings)} checks passed")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    check = commands.add_parser("check", help="measure, then judge against the baseline; exit 1 on a regression")
+    check.add_argument("--baseline", type=Path, default=BASELINE)
+    check.add_argument("--out", type=Path)
+    check.add_argument("--rounds", type=int, default=ROUNDS)
+    run = commands.add_parser("measure", help="measure and write the run")
+    run.add_argument("--out", type=Path, required=True)
+    run.add_argument("--rounds", type=int, default=ROUNDS)
+    run.add_argument("--parts", nargs="+", default=["partition", "compile", "boundary"])
+    run.add_argument("--commit", help="the commit measured, when the code is not a git checkout (an exported tree)")
+    compare = commands.add_parser("judge", help="judge a recorded run against a recorded baseline")
+    compare.add_argument("baseline", type=Path)
+    compare.add_argument("current", type=Path)
+    args = parser.parse_args(argv)
+    log = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
+    if args.command == "measure":
+        result = measure(args.rounds, tuple(args.parts), log)
+        if args.commit:
+            result["meta"]["commit"] = args.commit
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        return 0
+    if args.command == "judge":
+        findings = judge(json.loads(args.baseline.read_text()), json.loads(args.current.read_text()))
+    else:
+        start = time.perf_counter()
+        result = measure(args.rounds, log=log)
+        if args.out is not None:
+            args.out.write_text(json.dumps(result, indent=1) + "\n")
+        findings = judge(json.loads(args.baseline.read_text()), result)
+        print(f"measured in {time.perf_counter() - start:.0f} s", flush=True)
+    print(report(findings), flush=True)
+    return 1 if any(finding.failed for finding in findings) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

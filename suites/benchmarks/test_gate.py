@@ -1,0 +1,72 @@
+"""The benchmark gate judges recorded runs as issue 42 asks (``gate.py``; the runs in ``gate_runs/``, see its README).
+
+It flags 4a1d276's code (the with-ints partitions gone quadratic) against a 5ec983e baseline, and nothing when
+one commit is measured twice; a 2x slowdown of any figure always fails, a machine twice as slow (figures and
+controls alike) never does, and a partition growing 10x more from 4k to 40k nodes fails the scaling check.
+Recorded runs and arithmetic only: no timing here.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from suites.benchmarks import gate
+
+
+def _run(name: str) -> dict:
+    return json.loads((gate.RUNS / f"{name}.json").read_text())
+
+
+def _failed(findings: list[gate.Finding]) -> list[gate.Finding]:
+    return [finding for finding in findings if finding.failed]
+
+
+def test_the_gate_flags_4a1d276_against_5ec983e():
+    failed = _failed(gate.judge(_run("5ec983e"), _run("4a1d276")))
+    names = {finding.figure for finding in failed}
+    assert "partition/with-ints/dependency_aware/40000" in names, gate.report(failed)
+    assert {finding.kind for finding in failed} == {"regression", "scaling"}, gate.report(failed)
+
+
+@pytest.mark.parametrize("pair", [("current-a", "current-b"), ("current-b", "current-a")])
+def test_one_commit_measured_twice_flags_nothing(pair):
+    baseline, current = map(_run, pair)
+    assert baseline["meta"]["commit"] == current["meta"]["commit"]
+    assert _failed(gate.judge(baseline, current)) == []
+
+
+def test_the_recorded_baseline_passes_against_itself_and_the_current_runs():
+    for name in ("baseline", "current-a", "current-b"):
+        assert _failed(gate.judge(_run("baseline"), _run(name))) == [], name
+
+
+def _scaled(run: dict, factor: float, which) -> dict:
+    scaled = copy.deepcopy(run)
+    for name, rounds in scaled["figures"].items():
+        if which(name):
+            scaled["figures"][name] = [value * factor for value in rounds]
+    return scaled
+
+
+@pytest.mark.parametrize("figure", ["partition/tensor/dependency_aware/4000", "partition/with-ints/optimal/40000",
+                                    "compile/resnet18", "boundary/per_boundary"])
+def test_a_2x_slowdown_always_fails(figure):
+    baseline = _run("current-a")
+    failed = _failed(gate.judge(baseline, _scaled(baseline, 2.0, lambda name: name == figure)))
+    assert figure in {finding.figure for finding in failed}
+
+
+def test_a_slower_machine_fails_nothing():
+    baseline = _run("current-a")
+    assert _failed(gate.judge(baseline, _scaled(baseline, 2.0, lambda name: True))) == []
+    assert _failed(gate.judge(_scaled(baseline, 2.0, lambda name: True), baseline)) == []
+
+
+def test_a_partition_growing_quadratically_fails_the_scaling_check():
+    run = _run("current-a")
+    quadratic = _scaled(run, 10.0, lambda name: name == "partition/tensor/naive/40000")
+    failed = _failed(gate.judge(run, quadratic))
+    assert ("partition/tensor/naive", "scaling") in {(finding.figure, finding.kind) for finding in failed}
