@@ -70,3 +70,14 @@ def test_a_partition_growing_quadratically_fails_the_scaling_check():
     quadratic = _scaled(run, 10.0, lambda name: name == "partition/tensor/naive/40000")
     failed = _failed(gate.judge(run, quadratic))
     assert ("partition/tensor/naive", "scaling") in {(finding.figure, finding.kind) for finding in failed}
+
+
+def test_a_planted_2x_slowdown_measured_under_load_fails_and_its_unplanted_run_does_not():
+    """Two runs of c18f620 in the same hour on the shared machine, four other jobs running: as it is, and with every
+    ``partition_graph`` call sleeping as long as it had run (``gate_runs/README.md``; the ``with-ints`` graphs take
+    another path, so only ``tensor`` slowed). Judged against a run recorded earlier, on a quieter machine."""
+    planted = _failed(gate.judge(_run("current-a"), _run("planted-2x")))
+    assert "partition/tensor (pooled)" in {finding.figure for finding in planted}, gate.report(planted)
+    assert any(finding.figure.startswith("partition/tensor/") for finding in planted), gate.report(planted)
+    assert not any("with-ints" in finding.figure for finding in planted), gate.report(planted)
+    assert _failed(gate.judge(_run("current-a"), _run("unplanted"))) == []
