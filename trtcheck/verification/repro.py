@@ -13,7 +13,7 @@ failing ``verify``'s folder, which ``trtcheck reduce`` reads back) and ``write_s
   an ``override=True`` replacement), by module, name and file, which ``repro.py`` registers again first: a
   wrong converter registered in a test is part of the failure, and without it the repro passes;
 - ``verify.json``: ``verify``'s other arguments (``dynamic_shapes`` with each Dim's name and range, ``rtol``,
-  ``atol``, ``allow_fallbacks``, ``reference``);
+  ``atol``, ``allow_fallbacks``, ``reference``, and ``name``, so the repro's report is titled as the failing one was);
 - ``input_sets.pt``: the input sets ``verify`` compared after the example and the example again (the random
   ones it drew, at the sizes it drew for a dynamic model), passed back as ``inputs=``;
 - ``localization.txt``: where the mismatch comes from (``verify``'s localization), when it was localized;

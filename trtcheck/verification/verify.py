@@ -211,7 +211,7 @@ def _write_repro(
     """The failure's repro folder (``repro.write_repro``): the lowered graph, the examples, the input sets compared
     after them and the options that decide the verdict, with the report's first lines and its localization."""
     failure = "\n".join(str(report).splitlines()[:40])
-    options = request.recorded_options()
+    options = {**request.recorded_options(), "name": report.name}  # its report is titled as the failing one was
     recorded = input_sets[2:]
     if request.dynamic_shapes is None and compiled.signature.dynamic:  # an ExportedProgram's Dims, fixed in it
         recorded = [s for s in recorded if _sizes(s) == _sizes(source.example_args)]
