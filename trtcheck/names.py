@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
+import pathlib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -218,6 +221,38 @@ def module_stack(node: torch.fx.Node) -> list[tuple[str, str]]:
     for path, cls in stack.values():
         result.append((path, _class_name(cls)))
     return result
+
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_LIBRARY_DIRS = tuple(str(pathlib.Path(module.__file__).resolve().parent) + os.sep for module in (torch,))
+
+
+def node_source(node: torch.fx.Node) -> str:
+    """Where in the user's code ``node`` came from, for a culprit or a fallback reason: the innermost module's path
+    and class (``encoder.layer.3.attention (BertSelfAttention)``; ``the model itself`` at the top level) and the file
+    and line of the innermost frame of its ``stack_trace`` outside PyTorch (``model.py:42``), where torch.export kept
+    them. ``""`` when it kept neither (a node trtcheck made, a branch graph)."""
+    parts = []
+    stack = module_stack(node)
+    if stack:
+        path, cls = stack[-1]
+        parts.append(f"{path or 'the model itself'} ({cls.rpartition('.')[2]})")
+    trace = node.meta.get("stack_trace")
+    if isinstance(trace, str):
+        frames = [(match["file"], match["line"]) for match in _FRAME.finditer(trace)]
+        users = [frame for frame in frames if not _in_library(frame[0])]
+        if users:
+            file, line = users[-1]
+            parts.append(f"{file}:{line}")
+    return ", ".join(parts)
+
+
+def _in_library(file: str) -> bool:
+    try:
+        resolved = str(pathlib.Path(file).resolve())
+    except (OSError, ValueError):
+        return False
+    return resolved.startswith(_LIBRARY_DIRS)
 
 
 def _class_name(cls: Any) -> str:
