@@ -11,6 +11,7 @@ blamed on the top-level op, with no branch engine failing.
 from __future__ import annotations
 
 import math
+import runpy
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ from torch._higher_order_ops.while_loop import while_loop
 
 import trtcheck
 from suites.verification.planted import off_above, off_by, planted
+from trtcheck.verification.reduce import reduce_model
 from trtcheck_zoo import registry as zoo
 
 aten = torch.ops.aten
@@ -107,3 +109,38 @@ def test_a_wrong_top_level_op_of_a_model_with_a_cond_is_named_and_no_branch_engi
     assert inside and all(segment.local_passed for segment in inside), message  # the branch is right on eager's values
     assert not all(segment.accumulated_passed for segment in inside), message  # and inherits the stem's error
     assert math.isfinite(culprit.local_error) and culprit.local_error > 0
+
+
+def test_a_wrong_op_that_flips_a_conds_predicate_is_named_and_the_flip_is_said():
+    def negated(ctx, node, out):  # the stem's tanh negated: the predicate h.sum() > 0 flips on every input
+        return ctx.add("Neg", [out])
+
+    model, inputs = zoo.get("cond_branches").build()
+    found, message = _localization(model, inputs, aten.tanh.default, {"tanh"}, negated)
+    assert found.culprit is not None and (found.culprit.node, found.culprit.where) == ("tanh", ""), message
+    assert "the compiled module's predicate of cond differs from eager's" in message, message
+
+
+def _run_repro(folder) -> int:
+    try:
+        runpy.run_path(str(folder / "repro.py"), run_name="__main__")
+    except SystemExit as done:
+        return done.code
+    raise AssertionError("repro.py did not exit")
+
+
+@pytest.mark.parametrize(("name", "node", "where"), [
+    ("cond_branches", "tanh_1", "branch true_graph_0 of cond (node cond)"),
+    ("while_loop_body", "tanh", "the body of while_loop (node while_loop), iteration 1"),
+])
+def test_reduce_of_a_mismatch_inside_a_branch_reduces_it_there_to_a_repro_that_fails_until_fixed(tmp_path, name, node, where):
+    """``reduce`` found no top-level set failing and said it could not reduce inside branches; it now reduces the
+    branch localization found the culprit in, on eager's values there, to a repro that fails while the bug is in."""
+    model, inputs = zoo.get(name).build()
+    with planted(aten.tanh.default, {node}, off_by(1.01)):
+        reduction = reduce_model(model, inputs, ONE, ORT, out_dir=tmp_path)
+        assert [(culprit.nodes, culprit.where) for culprit in reduction.culprits] == [([node], where)], str(reduction)
+        assert f"1 node(s) in {where}: {node} = aten.tanh.default" in str(reduction)
+        assert _run_repro(reduction.culprits[0].repro) == 1  # FAIL with the bug
+    assert _run_repro(reduction.culprits[0].repro) == 0  # PASS once the built-in converter is back
+    assert reduction.failed and "cannot reduce inside" not in str(reduction)

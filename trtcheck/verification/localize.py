@@ -389,6 +389,7 @@ class Localization:
     segments: list[SegmentCheck] = field(default_factory=list)  # in dataflow order, those inside branches included
     culprit_segment: int | None = None  # the index of the culprit's segment in its graph,
     culprit_where: str = ""  # which is this control-flow branch ("" for the lowered graph: SegmentCheck.where)
+    culprit_graph: WalkedGraph | None = field(default=None, repr=False, compare=False)  # that graph, its values recorded
     culprit: Culprit | None = None
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -425,7 +426,7 @@ def localize(
     culprit op (module docstring)."""
     clock = Budget(budget)
     found = Localization()
-    top = _Graph.of(compiled.graph_module)
+    top = WalkedGraph.of(compiled.graph_module)
     walk = _Walk(rtol, atol, clock, found)
     state = snapshot_state(top.gm)
     try:
@@ -439,7 +440,7 @@ def localize(
         failing = next(((check, graph) for check, graph in walk.checked if not check.local_within_tolerances), None)
     if failing is not None:
         check, graph = failing
-        found.culprit_segment, found.culprit_where = check.index, graph.where
+        found.culprit_segment, found.culprit_where, found.culprit_graph = check.index, graph.where, graph
         try:
             found.culprit = _first_diverging_op(
                 graph, check.index, graph.partition.segments[check.index], backend, rtol, atol, clock, found, reference)
@@ -472,12 +473,13 @@ def localized(
 
 
 @dataclass
-class _Graph:
+class WalkedGraph:
     """One graph as the compiled module runs it, for one call: its partition (the lowered graph, or a control-flow
     branch's own copy, which compile partitioned on its own), the engine of each TensorRT segment, the stitched
     module of each of its branches (what the compiled module calls in their place), and, once walked, eager's value
     and the compiled module's value of its nodes on that call. ``where`` names it in the report ("" for the lowered
-    graph; "branch true_graph_0 of cond (node cond)", "the body of while_loop (node while_loop), iteration 2")."""
+    graph; "branch true_graph_0 of cond (node cond)", "the body of while_loop (node while_loop), iteration 2").
+    ``Localization.culprit_graph`` is the one the culprit is in: ``reduce`` reduces a branch's mismatch on it."""
 
     partition: Partition
     engines: dict[int, Engine]
@@ -487,7 +489,7 @@ class _Graph:
     upstream: Values = field(default_factory=dict)
 
     @classmethod
-    def of(cls, stitched: torch.fx.GraphModule, where: str = "") -> _Graph:
+    def of(cls, stitched: torch.fx.GraphModule, where: str = "") -> WalkedGraph:
         """The graph ``stitched`` (``runtime.stitch``'s module: the compiled module's, or a branch's) runs."""
         engines = {child.segment_index: child.engine for child in stitched.children() if isinstance(child, EngineModule)}
         return cls(stitched.partition, engines, dict(stitched_branches(stitched)), where)
@@ -510,9 +512,9 @@ class _Walk:
 
     def __init__(self, rtol: float | None, atol: float | None, clock: Budget, found: Localization) -> None:
         self.rtol, self.atol, self.clock, self.found = rtol, atol, clock, found
-        self.checked: list[tuple[SegmentCheck, _Graph]] = []
+        self.checked: list[tuple[SegmentCheck, WalkedGraph]] = []
 
-    def graph(self, graph: _Graph, eager_inputs: Sequence[Any], compiled_inputs: Sequence[Any]) -> tuple[Any, Any]:
+    def graph(self, graph: WalkedGraph, eager_inputs: Sequence[Any], compiled_inputs: Sequence[Any]) -> tuple[Any, Any]:
         """Walk ``graph`` on its placeholders' values, eager's and the compiled module's: its outputs, both ways."""
         gm = graph.gm
         placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
@@ -535,21 +537,21 @@ class _Walk:
         return (torch.fx.node.map_arg(output.args[0], graph.eager.__getitem__),
                 torch.fx.node.map_arg(output.args[0], graph.upstream.__getitem__))
 
-    def _run(self, graph: _Graph, nodes: Sequence[torch.fx.Node]) -> None:
+    def _run(self, graph: WalkedGraph, nodes: Sequence[torch.fx.Node]) -> None:
         """``nodes`` run in PyTorch on the compiled module's values, a branch read as the compiled module reads it:
         its stitched module, engines and all (eager's lowered branch would hide their error)."""
         stitched = {node for node in nodes if node.op == "get_attr" and node.target in graph.branches}
         graph.upstream.update((node, graph.branches[node.target]) for node in stitched)
         run_nodes(graph.gm, [node for node in nodes if node not in stitched], graph.upstream)
 
-    def _fill(self, graph: _Graph, needed: Iterable[torch.fx.Node]) -> None:
+    def _fill(self, graph: WalkedGraph, needed: Iterable[torch.fx.Node]) -> None:
         """Compute, in PyTorch, any value ``needed`` that no segment produced (a getitem at a boundary, a constant)."""
         for node in needed:
             if node not in graph.upstream:
                 self._fill(graph, node.all_input_nodes)
                 self._run(graph, [node])
 
-    def _control_flow(self, graph: _Graph, node: torch.fx.Node) -> None:
+    def _control_flow(self, graph: WalkedGraph, node: torch.fx.Node) -> None:
         """Go inside ``node``'s branches when any runs engines, each walked on the values it is called with."""
         if not any(_runs_engines(graph.branches.get(name)) for name in branch_names(node)):
             return
@@ -564,12 +566,12 @@ class _Walk:
             self.found.notes.append(f"localization does not go inside the branches of {node.name} ({node.target}): "
                                     "their engines were not checked")
 
-    def _branch(self, graph: _Graph, name: str, where: str, eager: Sequence[Any], compiled: Sequence[Any]) -> tuple[Any, Any]:
+    def _branch(self, graph: WalkedGraph, name: str, where: str, eager: Sequence[Any], compiled: Sequence[Any]) -> tuple[Any, Any]:
         """Branch ``name`` of ``graph`` walked on these values: its outputs, eager's and the compiled module's."""
         inside = where if not graph.where else f"{where}, in {graph.where}"
-        return self.graph(_Graph.of(graph.branches[name], inside), eager, compiled)
+        return self.graph(WalkedGraph.of(graph.branches[name], inside), eager, compiled)
 
-    def _cond(self, graph: _Graph, node: torch.fx.Node, eager: Sequence[Any], compiled: Sequence[Any]) -> None:
+    def _cond(self, graph: WalkedGraph, node: torch.fx.Node, eager: Sequence[Any], compiled: Sequence[Any]) -> None:
         """The branch eager's predicate takes, walked on the cond's operands."""
         predicate = node.args[0]
         taken = bool(graph.eager[predicate] if isinstance(predicate, torch.fx.Node) else predicate)
@@ -582,7 +584,7 @@ class _Walk:
         if _runs_engines(graph.branches.get(name)):
             self._branch(graph, name, f"branch {name} of {_op_name(node)} (node {node.name})", eager, compiled)
 
-    def _while_loop(self, graph: _Graph, node: torch.fx.Node, eager: Sequence[Any], compiled: Sequence[Any]) -> None:
+    def _while_loop(self, graph: WalkedGraph, node: torch.fx.Node, eager: Sequence[Any], compiled: Sequence[Any]) -> None:
         """The loop run iteration by iteration, eager's and the compiled module's carried values side by side, its
         condition and body walked on each iteration's. The checks reported are those of the first iteration whose
         engines fail locally (an error there is the culprit, whatever later iterations do with it), else those of
@@ -592,7 +594,7 @@ class _Walk:
         eager_carried, eager_fixed = list(eager[:carried]), list(eager[carried:])
         compiled_carried, compiled_fixed = list(compiled[:carried]), list(compiled[carried:])
         op, outer = _op_name(node), self.checked
-        best: list[tuple[SegmentCheck, _Graph]] = []
+        best: list[tuple[SegmentCheck, WalkedGraph]] = []
         best_rank: tuple[bool, bool, float] | None = None
         iteration, differs = 0, False
         while True:
@@ -666,7 +668,7 @@ def _largest(comparison: Comparison) -> float:
 
 
 def _first_diverging_op(
-    graph: _Graph, index: int, segment: Segment, backend: str, rtol: float | None, atol: float | None, clock: Budget,
+    graph: WalkedGraph, index: int, segment: Segment, backend: str, rtol: float | None, atol: float | None, clock: Budget,
     found: Localization, reference: bool = True,
 ) -> Culprit | None:
     """Bisect over prefixes of ``segment``'s nodes (segment ``index`` of ``graph``, walked: its values recorded) with
@@ -715,7 +717,7 @@ def _first_diverging_op(
 
 
 def _culprit(
-    graph: _Graph, index: int, node: torch.fx.Node, backend: str, rtol: float | None, atol: float | None,
+    graph: WalkedGraph, index: int, node: torch.fx.Node, backend: str, rtol: float | None, atol: float | None,
     prefix: NodeCheck, found: Localization, reference: bool = True,
 ) -> Culprit:
     gm, eager = graph.gm, graph.eager
