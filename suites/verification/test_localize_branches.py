@@ -28,7 +28,7 @@ ORT = "onnxruntime"
 ONE = trtcheck.Settings(min_block_size=1)
 
 
-def _localization(model: nn.Module, inputs: tuple, target, nodes: set[str], transform=None):
+def _localization(model: nn.Module, inputs: tuple, target, nodes: set[str] | None, transform=None):
     """``verify`` of ``model`` with ``target``'s converter planted wrong for ``nodes``: it must fail; its localization."""
     with planted(target, nodes, transform or off_by(1.01)):
         with pytest.raises(trtcheck.VerificationError) as caught:
@@ -97,6 +97,33 @@ def test_a_loop_body_wrong_only_in_a_later_iteration_names_that_iteration():
     assert culprit.inputs[0].high > 4.5  # the input range shows the values it goes wrong on
     body = [segment for segment in found.segments if segment.where.startswith("the body")]
     assert [segment.local_passed for segment in body] == [False], message
+
+
+class Nested(nn.Module):
+    """A cond inside a loop body: the culprit is two graphs down, in the cond's branch at the loop's first iteration."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        def more(i: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+            return i < 2
+
+        def step(i: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            g = torch.cond(h.sum() > -1e9, lambda h: (torch.tanh(self.fc(h)) + h,), lambda h: (torch.sigmoid(h),), (h,))
+            return i + 1, g[0] * 0.5
+
+        _, h = while_loop(more, step, (torch.zeros((), dtype=torch.int64), x))
+        return h + 1.0
+
+
+def test_a_wrong_converter_in_a_cond_inside_a_loop_body_is_named_with_both_places():
+    torch.manual_seed(0)
+    found, message = _localization(Nested().eval(), (torch.randn(4, 8),), aten.tanh.default, None)
+    where = "branch true_graph_0 of cond (node cond), in the body of while_loop (node while_loop), iteration 1"
+    assert found.culprit is not None and (found.culprit.node, found.culprit.where) == ("tanh", where), message
+    assert [segment.local_passed for segment in found.segments if segment.where == where] == [False], message
 
 
 def test_a_wrong_top_level_op_of_a_model_with_a_cond_is_named_and_no_branch_engine_is_blamed():
