@@ -72,6 +72,22 @@ def test_a_wrong_converter_in_a_while_loop_body_is_the_culprit_named_with_its_it
     assert after.where == "" and after.local_passed and not after.accumulated_passed, message
 
 
+def test_a_wrong_loop_condition_is_the_culprit_though_it_hands_on_no_floating_value():
+    """The condition's segment is one ``lt`` whose bool output is all it hands on: the sub-engines compare floating
+    values only, so this used to end in "fails as one engine but not as a sub-engine (a fusion)", no culprit."""
+
+    def negated(ctx, node, out):  # i < 3 read as i >= 3: the compiled loop stops before its first iteration
+        return ctx.add("Not", [out])
+
+    model, inputs = zoo.get("while_loop_body").build()
+    found, message = _localization(model, inputs, aten.lt.Scalar, {"lt"}, negated)
+    culprit = found.culprit
+    assert culprit is not None and (culprit.node, culprit.op) == ("lt", "aten.lt.Scalar"), message
+    assert culprit.where == "the condition of while_loop (node while_loop), iteration 1" and culprit.survives_isolation
+    assert culprit.local_error == 1 and "(a fusion)" not in message, message
+    assert "the compiled module's loop while_loop stops at iteration 1" in message, message
+
+
 class Doubling(nn.Module):
     """A loop whose body doubles its carried value, in (0, 1) on entry: the body's relu sees values below 2, 4, 8
     in iterations 1, 2, 3, so a converter wrong only above 4.5 is wrong from iteration 3 on."""

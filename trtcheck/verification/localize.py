@@ -676,10 +676,19 @@ def _first_diverging_op(
     that op alone (isolation) and against float64."""
     gm, eager = graph.gm, graph.eager
     nodes = normalised(segment.nodes)
+    handed_on = {node for node in segment.outputs if isinstance(eager.get(node), torch.Tensor) and not floating(eager[node])}
+
+    def compared(chosen: Sequence[torch.fx.Node]) -> list[torch.fx.Node] | None:
+        """What a sub-engine of ``chosen`` is judged on: its floating values (``check_nodes``' default), and the
+        segment's own outputs that are not floating (a loop's condition, a count), which the segment's local check
+        compared: a wrong predicate shows in no floating value inside its segment."""
+        if not handed_on:
+            return None
+        return [node for node in normalised(chosen) if floating(eager.get(node)) or node in handed_on]
 
     def fails(count: int) -> NodeCheck:
         found.sub_engines += 1
-        return check_nodes(gm, nodes[:count], eager, backend, rtol, atol, reference=reference)
+        return check_nodes(gm, nodes[:count], eager, backend, rtol, atol, outputs=compared(nodes[:count]), reference=reference)
 
     whole = fails(len(nodes))
     if not whole.failed:
@@ -713,16 +722,16 @@ def _first_diverging_op(
         node = nodes[high - 1]
     while is_getitem(node) and node.args[0] in nodes:  # a getitem is its producer's output
         node = node.args[0]
-    return _culprit(graph, index, node, backend, rtol, atol, last, found, reference)
+    return _culprit(graph, index, node, backend, rtol, atol, last, found, reference, compared([node]))
 
 
 def _culprit(
     graph: WalkedGraph, index: int, node: torch.fx.Node, backend: str, rtol: float | None, atol: float | None,
-    prefix: NodeCheck, found: Localization, reference: bool = True,
+    prefix: NodeCheck, found: Localization, reference: bool = True, outputs: Sequence[torch.fx.Node] | None = None,
 ) -> Culprit:
     gm, eager = graph.gm, graph.eager
     found.sub_engines += 1
-    alone = check_nodes(gm, [node], eager, backend, rtol, atol, reference=reference)
+    alone = check_nodes(gm, [node], eager, backend, rtol, atol, outputs=outputs, reference=reference)
     target = node.args[0] if is_getitem(node) else node
     output = alone.of(node) or (alone.comparison.outputs[0] if alone.comparison and alone.comparison.outputs else None)
     converter = converter_of(node.target)
