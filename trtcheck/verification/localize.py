@@ -387,9 +387,9 @@ class Localization:
     """Where a mismatch comes from: each TensorRT segment's local and accumulated error, and the culprit op."""
 
     segments: list[SegmentCheck] = field(default_factory=list)  # in dataflow order, those inside branches included
-    culprit_segment: int | None = None  # the index of the culprit's segment in its graph,
-    culprit_where: str = ""  # which is this control-flow branch ("" for the lowered graph: SegmentCheck.where)
-    culprit_graph: WalkedGraph | None = field(default=None, repr=False, compare=False)  # that graph, its values recorded
+    culprit_segment: int | None = None  # the culprit segment's index in the graph it lies in:
+    culprit_where: str = ""  # that graph, named as SegmentCheck.where names it ("" for the lowered graph)
+    culprit_graph: WalkedGraph | None = field(default=None, repr=False, compare=False)  # and walked, its values recorded
     culprit: Culprit | None = None
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
