@@ -100,8 +100,8 @@ def build():
 
 def test_reduce_of_a_mismatch_inside_a_cond_branch_exits_1_and_names_the_branch(tmp_path, capsys):
     """Issue 43, item 6: a wrong converter inside a cond branch gave "0 independent culprit(s), 1 sub-engines" and
-    exit 0, which the README says means the outputs match; they do not. reduce now says the outputs differ, that
-    the mismatch is inside the branch (by name) it cannot reduce yet, and exits 1."""
+    exit 0, which the README says means the outputs match; they do not. reduce now reduces inside the branch the
+    input took (item 4: where localization finds the culprit), names it, and exits 1."""
     from trtcheck import conversion as converters
 
     path = tmp_path / "branching.py"
@@ -110,6 +110,6 @@ def test_reduce_of_a_mismatch_inside_a_cond_branch_exits_1_and_names_the_branch(
         code = main(["reduce", f"{path}:build", "--min-block-size", "1", *ORT, "--out", str(tmp_path / "reduced")])
     out = capsys.readouterr().out
     assert code == 1, out
-    assert "0 independent culprit(s)" in out and "the compiled outputs differ from eager's" in out
-    assert "inside the engines of true_graph_0 (of cond node 'cond', the branch this input took):" in out, out
-    assert "cannot reduce inside control-flow branches yet" in out and "false_graph_0" not in out  # not taken
+    assert "1 independent culprit(s)" in out, out
+    assert "culprit 1: 1 node(s) in branch true_graph_0 of cond (node cond): tanh = aten.tanh.default" in out, out
+    assert "false_graph_0" not in out  # not taken

@@ -17,6 +17,15 @@ What tells a wrong op from a victim is its *local* error: the op run on eager's 
    inputs), which tells "this converter is wrong" (the engine is much further from float64 than eager) from
    "this op is ill-conditioned on these inputs" (eager is as far from float64 as the engine).
 
+Control flow is walked inside. A ``torch.cond`` or ``while_loop`` node runs in PyTorch, but its branches are
+partitioned and compiled on their own (``compiler.engine_build.build_branches``): the compiled module's values after
+the node come from the stitched branch modules, engines and all, and so do localization's (``_Walk``). Each branch
+that runs engines is walked itself, as a graph of its own (its partition, its engines, its branches), on the values
+it is called with: the branch eager's predicate takes, and each iteration of a loop's condition and body, until the
+first iteration whose engines fail locally. Its segments are checked, and a culprit in it found, by the same steps
+as the lowered graph's, and named with where they are: ``segment @0 in branch true_graph_0 of cond (node cond)``,
+``in the body of while_loop (node while_loop), iteration 3`` (iterations count from 1).
+
 A sub-engine is what compile would build of its nodes: cut by ``partitioning.extract`` (the function compile converts
 segments from) and converted and built by ``compiler.engine_build.build_graph_engine``, so localization has no
 conversion or build path of its own. A check fails as ``verify``'s does: outside the tolerances
@@ -40,9 +49,10 @@ from trtcheck.conversion import get as converter_of
 from trtcheck.engines import Engine, TensorSpec
 from trtcheck.lowering.graph import flat_inputs as flattened
 from trtcheck.partitioning.extract import nodes_module, segment_module
-from trtcheck.partitioning.nodes import is_getitem
+from trtcheck.partitioning.nodes import bound_operands, branch_names, is_control_flow, is_getitem
 from trtcheck.partitioning.partition import Partition, Segment
 from trtcheck.partitioning.reasons import Target
+from trtcheck.runtime.stitch import EngineModule, stitched_branches
 from trtcheck.values import cloned
 from trtcheck.verification.equivalence import (
     REFERENCE_MULTIPLE,
@@ -311,6 +321,7 @@ class SegmentCheck:
     local_passed: bool  # verify's check: within the tolerances, or as close to float64 as eager
     accumulated_passed: bool
     local_within_tolerances: bool = True  # the tolerances alone
+    where: str = ""  # the control-flow branch it runs in ("" for the lowered graph): "branch true_graph_0 of cond (node cond)"
 
     def __str__(self) -> str:
         if not self.local_passed:
@@ -319,7 +330,7 @@ class SegmentCheck:
             verdict = "outside the tolerances, but as close to float64 as eager"
         else:
             verdict = "ok" if self.accumulated_passed else "ok locally, inherits error"
-        return (f"segment @{self.index} ({self.nodes} nodes, {self.first}..{self.last}): local error {self.local:.3g}, "
+        return (f"segment @{self.index} ({self.nodes} nodes, {self.first}..{self.last}){_in(self.where)}: local error {self.local:.3g}, "
                 f"accumulated {self.accumulated:.3g}: {verdict}")
 
 
@@ -339,6 +350,7 @@ class Culprit:
     op_float64_error: float | None = None  # the op's engine output against float64 on the same inputs
     eager_float64_error: float | None = None  # eager's own output against float64 on the same inputs
     message: str = ""
+    where: str = ""  # the control-flow branch its segment runs in, as ``SegmentCheck.where``
 
     @property
     def ill_conditioned(self) -> bool:
@@ -359,7 +371,7 @@ class Culprit:
 
     def __str__(self) -> str:
         lines = [
-            f"culprit: {self.node} = {self.op} (segment @{self.segment}), converted by {self.converter}",
+            f"culprit: {self.node} = {self.op} (segment @{self.segment}){_in(self.where)}, converted by {self.converter}",
             f"  local error {self.local_error:.3g} (rel {self.local_rel:.3g}), accumulated {self.accumulated_error:.3g}; "
             f"{'still fails alone' if self.survives_isolation else 'passes alone: the error needs its neighbours'}",
             f"  {self.diagnosis()}",
@@ -374,8 +386,10 @@ class Culprit:
 class Localization:
     """Where a mismatch comes from: each TensorRT segment's local and accumulated error, and the culprit op."""
 
-    segments: list[SegmentCheck] = field(default_factory=list)
-    culprit_segment: int | None = None
+    segments: list[SegmentCheck] = field(default_factory=list)  # in dataflow order, those inside branches included
+    culprit_segment: int | None = None  # the culprit segment's index in the graph it lies in:
+    culprit_where: str = ""  # that graph, named as SegmentCheck.where names it ("" for the lowered graph)
+    culprit_graph: WalkedGraph | None = field(default=None, repr=False, compare=False)  # and walked, its values recorded
     culprit: Culprit | None = None
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -408,39 +422,31 @@ def localize(
     budget: float | None = 60.0,
 ) -> Localization:
     """Localize the mismatch of ``compiled`` (a ``CompiledModule``) on ``flat_inputs`` (its lowered graph's
-    placeholders' values): per-segment local and accumulated errors, then the culprit op (module docstring)."""
+    placeholders' values): per-segment local and accumulated errors, inside control-flow branches too, then the
+    culprit op (module docstring)."""
     clock = Budget(budget)
     found = Localization()
-    partition: Partition = compiled.partition
-    gm = partition.graph_module
-    eager = record_eager(gm, flat_inputs)
-    engines: Mapping[int, Engine] = compiled.engines
-    upstream = dict(zip([n for n in gm.graph.nodes if n.op == "placeholder"], flat_inputs))
-    state = snapshot_state(gm)
+    top = WalkedGraph.of(compiled.graph_module)
+    walk = _Walk(rtol, atol, clock, found)
+    state = snapshot_state(top.gm)
     try:
-        for index, segment in enumerate(partition.segments):
-            _fill(gm, segment.inputs, upstream)
-            if segment.target is not Target.TENSORRT or index not in engines:
-                run_nodes(gm, [*segment.constants, *segment.nodes], upstream)
-                continue
-            error = _segment_check(gm, index, segment, engines[index], eager, upstream, rtol, atol)
-            found.segments.append(error)
-            if not error.local_passed and found.culprit_segment is None:
-                found.culprit_segment = index
+        walk.graph(top, flat_inputs, flat_inputs)
     finally:
-        restore_state(gm, state)
-    reference = True
-    if found.culprit_segment is None:  # no converter error: is some op ill-conditioned (rounding beyond the tolerances)?
-        found.culprit_segment = next((s.index for s in found.segments if not s.local_within_tolerances), None)
-        reference = False
-    if found.culprit_segment is not None:
-        segment = partition.segments[found.culprit_segment]
+        restore_state(top.gm, state)
+    found.segments = [check for check, _ in walk.checked]
+    failing = next(((check, graph) for check, graph in walk.checked if not check.local_passed), None)
+    reference = failing is not None
+    if failing is None:  # no converter error: is some op ill-conditioned (rounding beyond the tolerances)?
+        failing = next(((check, graph) for check, graph in walk.checked if not check.local_within_tolerances), None)
+    if failing is not None:
+        check, graph = failing
+        found.culprit_segment, found.culprit_where, found.culprit_graph = check.index, graph.where, graph
         try:
             found.culprit = _first_diverging_op(
-                gm, found.culprit_segment, segment, eager, upstream, backend, rtol, atol, clock, found, reference)
+                graph, check.index, graph.partition.segments[check.index], backend, rtol, atol, clock, found, reference)
         except Exception as error:  # noqa: BLE001 - a localization that breaks must not hide the failure it explains
             found.notes.append(f"the culprit op could not be found: {type(error).__name__}: {error}")
-    precision = partition.settings.precision
+    precision = compiled.partition.settings.precision
     if precision != "fp32":  # the engines round like fp16/bf16; the sub-engines and the local rule are float32's
         found.notes = [note for note in found.notes if "(a fusion)" not in note]
         found.notes.insert(0, (
@@ -466,12 +472,174 @@ def localized(
         return Localization(notes=[f"the mismatch could not be localized: {type(error).__name__}: {error}"])
 
 
-def _fill(gm: torch.fx.GraphModule, needed: Iterable[torch.fx.Node], env: Values) -> None:
-    """Compute, in PyTorch, any value ``needed`` that no segment produced (a getitem at a boundary, a constant)."""
-    for node in needed:
-        if node not in env:
-            _fill(gm, node.all_input_nodes, env)
-            run_nodes(gm, [node], env)
+@dataclass
+class WalkedGraph:
+    """One graph as the compiled module runs it, for one call: its partition (the lowered graph, or a control-flow
+    branch's own copy, which compile partitioned on its own), the engine of each TensorRT segment, the stitched
+    module of each of its branches (what the compiled module calls in their place), and, once walked, eager's value
+    and the compiled module's value of its nodes on that call. ``where`` names it in the report ("" for the lowered
+    graph; "branch true_graph_0 of cond (node cond)", "the body of while_loop (node while_loop), iteration 2").
+    ``Localization.culprit_graph`` is the one the culprit is in: ``reduce`` reduces a branch's mismatch on it."""
+
+    partition: Partition
+    engines: dict[int, Engine]
+    branches: dict[str, torch.fx.GraphModule]
+    where: str = ""
+    eager: Values = field(default_factory=dict)
+    upstream: Values = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, stitched: torch.fx.GraphModule, where: str = "") -> WalkedGraph:
+        """The graph ``stitched`` (``runtime.stitch``'s module: the compiled module's, or a branch's) runs."""
+        engines = {child.segment_index: child.engine for child in stitched.children() if isinstance(child, EngineModule)}
+        return cls(stitched.partition, engines, dict(stitched_branches(stitched)), where)
+
+    @property
+    def gm(self) -> torch.fx.GraphModule:
+        return self.partition.graph_module
+
+
+class _Walk:
+    """A compiled module's graphs walked in dataflow order on one call, control-flow branches inside at the place of
+    the node that calls them: every TensorRT segment checked on eager's values at its inputs (local) and on the
+    compiled module's (accumulated), ``checked`` in that order with the graph it lies in.
+
+    The compiled module's values are computed as it computes them: a segment's engine on its upstream values, Torch
+    nodes in PyTorch, and a control-flow node calling the stitched modules of its branches, so that the error an
+    engine inside a branch makes reaches everything after the node. A branch that runs engines is then walked
+    itself, on the values it is called with: the branch the predicate takes, and every iteration of a loop's
+    condition and body until the first whose engines fail locally (``_while_loop``)."""
+
+    def __init__(self, rtol: float | None, atol: float | None, clock: Budget, found: Localization) -> None:
+        self.rtol, self.atol, self.clock, self.found = rtol, atol, clock, found
+        self.checked: list[tuple[SegmentCheck, WalkedGraph]] = []
+
+    def graph(self, graph: WalkedGraph, eager_inputs: Sequence[Any], compiled_inputs: Sequence[Any]) -> tuple[Any, Any]:
+        """Walk ``graph`` on its placeholders' values, eager's and the compiled module's: its outputs, both ways."""
+        gm = graph.gm
+        placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+        graph.eager = record_eager(gm, eager_inputs)
+        graph.upstream = dict(zip(placeholders, compiled_inputs))
+        for index, segment in enumerate(graph.partition.segments):
+            self._fill(graph, segment.inputs)
+            if segment.target is Target.TENSORRT and index in graph.engines:
+                check = _segment_check(
+                    gm, index, segment, graph.engines[index], graph.eager, graph.upstream, self.rtol, self.atol)
+                check.where = graph.where
+                self.checked.append((check, graph))
+                continue
+            self._run(graph, [*segment.constants, *segment.nodes])
+            for node in segment.nodes:
+                if is_control_flow(node):
+                    self._control_flow(graph, node)
+        output = next(node for node in reversed(gm.graph.nodes) if node.op == "output")
+        self._fill(graph, output.all_input_nodes)
+        return (torch.fx.node.map_arg(output.args[0], graph.eager.__getitem__),
+                torch.fx.node.map_arg(output.args[0], graph.upstream.__getitem__))
+
+    def _run(self, graph: WalkedGraph, nodes: Sequence[torch.fx.Node]) -> None:
+        """``nodes`` run in PyTorch on the compiled module's values, a branch read as the compiled module reads it:
+        its stitched module, engines and all (eager's lowered branch would hide their error)."""
+        stitched = {node for node in nodes if node.op == "get_attr" and node.target in graph.branches}
+        graph.upstream.update((node, graph.branches[node.target]) for node in stitched)
+        run_nodes(graph.gm, [node for node in nodes if node not in stitched], graph.upstream)
+
+    def _fill(self, graph: WalkedGraph, needed: Iterable[torch.fx.Node]) -> None:
+        """Compute, in PyTorch, any value ``needed`` that no segment produced (a getitem at a boundary, a constant)."""
+        for node in needed:
+            if node not in graph.upstream:
+                self._fill(graph, node.all_input_nodes)
+                self._run(graph, [node])
+
+    def _control_flow(self, graph: WalkedGraph, node: torch.fx.Node) -> None:
+        """Go inside ``node``'s branches when any runs engines, each walked on the values it is called with."""
+        if not any(_runs_engines(graph.branches.get(name)) for name in branch_names(node)):
+            return
+        operands = [value for value, _ in bound_operands(node)]
+        eager = [graph.eager[value] if isinstance(value, torch.fx.Node) else value for value in operands]
+        compiled = [graph.upstream[value] if isinstance(value, torch.fx.Node) else value for value in operands]
+        if node.target is torch.ops.higher_order.while_loop:
+            self._while_loop(graph, node, eager, compiled)
+        elif node.target is torch.ops.higher_order.cond:
+            self._cond(graph, node, eager, compiled)
+        else:
+            self.found.notes.append(f"localization does not go inside the branches of {node.name} ({node.target}): "
+                                    "their engines were not checked")
+
+    def _branch(self, graph: WalkedGraph, name: str, where: str, eager: Sequence[Any], compiled: Sequence[Any]) -> tuple[Any, Any]:
+        """Branch ``name`` of ``graph`` walked on these values: its outputs, eager's and the compiled module's."""
+        inside = where if not graph.where else f"{where}, in {graph.where}"
+        return self.graph(WalkedGraph.of(graph.branches[name], inside), eager, compiled)
+
+    def _cond(self, graph: WalkedGraph, node: torch.fx.Node, eager: Sequence[Any], compiled: Sequence[Any]) -> None:
+        """The branch eager's predicate takes, walked on the cond's operands."""
+        predicate = node.args[0]
+        taken = bool(graph.eager[predicate] if isinstance(predicate, torch.fx.Node) else predicate)
+        names = branch_names(node)
+        name, other = (names[0], names[1]) if taken else (names[1], names[0])
+        if isinstance(predicate, torch.fx.Node) and bool(graph.upstream[predicate]) != taken:
+            self.found.notes.append(
+                f"the compiled module's predicate of {node.name} differs from eager's: it runs {other}, eager {name}; "
+                f"the error before {node.name} changes the branch taken, and {name} is checked as eager takes it")
+        if _runs_engines(graph.branches.get(name)):
+            self._branch(graph, name, f"branch {name} of {_op_name(node)} (node {node.name})", eager, compiled)
+
+    def _while_loop(self, graph: WalkedGraph, node: torch.fx.Node, eager: Sequence[Any], compiled: Sequence[Any]) -> None:
+        """The loop run iteration by iteration, eager's and the compiled module's carried values side by side, its
+        condition and body walked on each iteration's. The checks reported are those of the first iteration whose
+        engines fail locally (an error there is the culprit, whatever later iterations do with it), else those of
+        the iteration furthest from eager (outside the tolerances, then the largest accumulated error)."""
+        cond_name, body_name = branch_names(node)
+        carried = sum(not fixed for _, fixed in bound_operands(node))
+        eager_carried, eager_fixed = list(eager[:carried]), list(eager[carried:])
+        compiled_carried, compiled_fixed = list(compiled[:carried]), list(compiled[carried:])
+        op, outer = _op_name(node), self.checked
+        best: list[tuple[SegmentCheck, WalkedGraph]] = []
+        best_rank: tuple[bool, bool, float] | None = None
+        iteration, differs = 0, False
+        while True:
+            iteration += 1
+            if iteration > 1 and self.clock.spent:
+                self.found.notes.append(f"{node.name} was checked on its first {iteration - 1} iteration(s) only: "
+                                        "the time budget ran out")
+                break
+            self.checked = []
+            try:
+                where = f"of {op} (node {node.name}), iteration {iteration}"
+                go_on, compiled_go_on = self._branch(
+                    graph, cond_name, f"the condition {where}", eager_carried + eager_fixed, compiled_carried + compiled_fixed)
+                if bool(go_on) != bool(compiled_go_on) and not differs:
+                    differs = True
+                    self.found.notes.append(
+                        f"the compiled module's loop {node.name} {'stops' if go_on else 'goes on'} at iteration {iteration}, "
+                        "eager's does not: the loop is checked for as many iterations as eager runs")
+                if bool(go_on):
+                    eager_carried, compiled_carried = map(list, self._branch(
+                        graph, body_name, f"the body {where}", eager_carried + eager_fixed, compiled_carried + compiled_fixed))
+            finally:
+                run, self.checked = self.checked, outer
+            rank = (any(not check.local_passed for check, _ in run), any(not check.local_within_tolerances for check, _ in run),
+                    max((check.accumulated for check, _ in run), default=0.0))
+            if best_rank is None or rank > best_rank:
+                best, best_rank = run, rank
+            if not bool(go_on) or rank[0]:
+                break
+        self.checked.extend(best)
+
+
+def _in(where: str) -> str:
+    """`` in <where>``, to follow a segment's name; nothing for the lowered graph."""
+    return f" in {where}" if where else ""
+
+
+def _runs_engines(module: torch.nn.Module | None) -> bool:
+    """Whether ``module`` (a stitched branch) runs an engine, in itself or in a branch of its own."""
+    return module is not None and any(isinstance(child, EngineModule) for child in module.modules())
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    """A control-flow node's op as the model wrote it: ``cond``, ``while_loop``."""
+    return getattr(node.target, "__name__", str(node.target))
 
 
 def _segment_check(
@@ -500,21 +668,32 @@ def _largest(comparison: Comparison) -> float:
 
 
 def _first_diverging_op(
-    gm: torch.fx.GraphModule, index: int, segment: Segment, eager: Values, upstream: Values, backend: str,
-    rtol: float | None, atol: float | None, clock: Budget, found: Localization, reference: bool = True,
+    graph: WalkedGraph, index: int, segment: Segment, backend: str, rtol: float | None, atol: float | None, clock: Budget,
+    found: Localization, reference: bool = True,
 ) -> Culprit | None:
-    """Bisect over prefixes of ``segment``'s nodes with sub-engines fed eager's values: the smallest failing prefix
-    ends at the first op whose own error fails; then that op alone (isolation) and against float64."""
+    """Bisect over prefixes of ``segment``'s nodes (segment ``index`` of ``graph``, walked: its values recorded) with
+    sub-engines fed eager's values: the smallest failing prefix ends at the first op whose own error fails; then
+    that op alone (isolation) and against float64."""
+    gm, eager = graph.gm, graph.eager
     nodes = normalised(segment.nodes)
+    handed_on = {node for node in segment.outputs if isinstance(eager.get(node), torch.Tensor) and not floating(eager[node])}
+
+    def compared(chosen: Sequence[torch.fx.Node]) -> list[torch.fx.Node] | None:
+        """What a sub-engine of ``chosen`` is judged on: its floating values (``check_nodes``' default), and the
+        segment's own outputs that are not floating (a loop's condition, a count), which the segment's local check
+        compared: a wrong predicate shows in no floating value inside its segment."""
+        if not handed_on:
+            return None
+        return [node for node in normalised(chosen) if floating(eager.get(node)) or node in handed_on]
 
     def fails(count: int) -> NodeCheck:
         found.sub_engines += 1
-        return check_nodes(gm, nodes[:count], eager, backend, rtol, atol, reference=reference)
+        return check_nodes(gm, nodes[:count], eager, backend, rtol, atol, outputs=compared(nodes[:count]), reference=reference)
 
     whole = fails(len(nodes))
     if not whole.failed:
         found.notes.append(
-            f"segment @{index} fails as one engine but not as a sub-engine with every value an output: the error "
+            f"segment @{index}{_in(graph.where)} fails as one engine but not as a sub-engine with every value an output: the error "
             "comes from how the engine runs its ops together (a fusion), not from one converter")
         return None
     first = whole.first_failure()  # every intermediate output compared at once: where the bisection should end
@@ -543,15 +722,16 @@ def _first_diverging_op(
         node = nodes[high - 1]
     while is_getitem(node) and node.args[0] in nodes:  # a getitem is its producer's output
         node = node.args[0]
-    return _culprit(gm, index, node, segment, eager, upstream, backend, rtol, atol, last, found, reference)
+    return _culprit(graph, index, node, backend, rtol, atol, last, found, reference, compared([node]))
 
 
 def _culprit(
-    gm: torch.fx.GraphModule, index: int, node: torch.fx.Node, segment: Segment, eager: Values, upstream: Values,
-    backend: str, rtol: float | None, atol: float | None, prefix: NodeCheck, found: Localization, reference: bool = True,
+    graph: WalkedGraph, index: int, node: torch.fx.Node, backend: str, rtol: float | None, atol: float | None,
+    prefix: NodeCheck, found: Localization, reference: bool = True, outputs: Sequence[torch.fx.Node] | None = None,
 ) -> Culprit:
+    gm, eager = graph.gm, graph.eager
     found.sub_engines += 1
-    alone = check_nodes(gm, [node], eager, backend, rtol, atol, reference=reference)
+    alone = check_nodes(gm, [node], eager, backend, rtol, atol, outputs=outputs, reference=reference)
     target = node.args[0] if is_getitem(node) else node
     output = alone.of(node) or (alone.comparison.outputs[0] if alone.comparison and alone.comparison.outputs else None)
     converter = converter_of(node.target)
@@ -559,10 +739,11 @@ def _culprit(
     culprit = Culprit(
         node=node.name, op=str(target.target), converter=name, segment=index,
         local_error=output.max_abs if output else math.nan, local_rel=output.max_rel if output else math.nan,
-        accumulated_error=_accumulated(prefix, node, upstream, eager),
+        accumulated_error=_accumulated(prefix, node, graph.upstream, eager),
         inputs=[ValueRange.of(value.name, eager.get(value)) for value in node.all_input_nodes if value.op != "get_attr"],
         survives_isolation=alone.failed,
         message=alone.error,
+        where=graph.where,
     )
     # Against float64 where the op diverged: at the end of the prefix (its inputs as the engine computes them), so
     # that an op ill-conditioned on what its segment feeds it is told from a wrong one; alone where no prefix ran.

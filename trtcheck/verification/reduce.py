@@ -36,7 +36,7 @@ from trtcheck.partitioning.reasons import Target
 from trtcheck.settings import Settings
 from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_against_reference
 from trtcheck.verification.inputs import InputSet, cloned, compared_input_sets
-from trtcheck.verification.localize import Budget, check_nodes, engine_of, float64_of, normalised, subgraph_module
+from trtcheck.verification.localize import Budget, check_nodes, engine_of, float64_of, localize, normalised, subgraph_module
 from trtcheck.verification.recording import Values, record_eager
 from trtcheck.verification.repro import ReproCase, load_repro, register_recorded_converters, write_subgraph_repro
 
@@ -91,11 +91,13 @@ class Reduced:
     ops: list[str]
     failure: str  # the first failing output's message
     repro: pathlib.Path | None = None
+    where: str = ""  # the control-flow branch its nodes are in ("" for the lowered graph), as localization names it
 
     def __str__(self) -> str:
-        where = f"; repro: python {self.repro / 'repro.py'}" if self.repro is not None else ""
+        repro = f"; repro: python {self.repro / 'repro.py'}" if self.repro is not None else ""
         listed = ", ".join(f"{node} = {op}" for node, op in zip(self.nodes, self.ops))
-        return f"{len(self.nodes)} node(s): {listed}: {self.failure}{where}"
+        inside = f" in {self.where}" if self.where else ""
+        return f"{len(self.nodes)} node(s){inside}: {listed}: {self.failure}{repro}"
 
 
 @dataclass
@@ -172,7 +174,9 @@ def reduce_graph(
 
 
 def tensorrt_nodes(compiled: Any) -> list[torch.fx.Node]:
-    """The nodes a compiled module runs in engines: the candidates of a reduction, in graph order."""
+    """The nodes a compiled module runs in engines: the candidates of a reduction, in graph order. ``compiled`` is
+    anything with a ``partition`` and its ``engines`` by segment index: a ``CompiledModule``, or a control-flow
+    branch as localization walked it (``localize.WalkedGraph``)."""
     partition = compiled.partition
     nodes = [node for index, segment in enumerate(partition.segments)
              if segment.target is Target.TENSORRT and index in compiled.engines for node in segment.nodes]
@@ -232,8 +236,11 @@ def reduce_model(
                 reduction = reduce_graph(gm, values, tensorrt_nodes(compiled), backend, rtol, atol, **options)
             reduction.mismatch = next((o.message for o in comparison.outputs if not o.passed), "an output differs")
             reduction.unreduced = branches_with_engines(compiled.partition, _branches_taken(gm, values))
+            inside = None
+            if not reduction.culprits and reduction.unreduced and not reduction.cut_short:
+                inside = _reduce_in_branch(reduction, compiled, flat, backend, rtol, atol, options)
             if not reduction.culprits:
-                reduction.notes.append(_unexplained(reduction))
+                reduction.notes.append(_unexplained(reduction, inside))
             return reduction
     return Reduction(candidates=len(tensorrt_nodes(compiled)), notes=["the compiled outputs match eager's: nothing to reduce"])
 
@@ -272,14 +279,44 @@ def _branches_taken(gm: torch.fx.GraphModule, values: Values) -> dict[str, bool]
     return taken
 
 
-def _unexplained(reduction: Reduction) -> str:
-    """Why a mismatch gave no culprit, and that it is still a failure."""
+def _reduce_in_branch(
+    reduction: Reduction, compiled: Any, flat: Sequence[Any], backend: str, rtol: float | None, atol: float | None,
+    options: Mapping[str, Any],
+) -> str | None:
+    """No set of top-level TensorRT nodes fails, and branches run engines: the branch localization finds the culprit
+    in (``Localization.culprit_graph``: the branch taken, the loop iteration) is reduced as the lowered graph is, on
+    eager's values inside it, its culprits (and repros) added to ``reduction``. Only that branch: an independent
+    culprit in another branch, or in a later iteration, is found once this one is fixed. Returns where it reduced
+    (None: localization found no engine failing inside a branch)."""
+    found = localize(compiled, flat, backend, rtol, atol, budget=options.get("budget"))
+    graph = found.culprit_graph
+    if graph is None or not graph.where:
+        return None
+    inside = reduce_graph(graph.gm, graph.eager, tensorrt_nodes(graph), backend, rtol, atol, **options)
+    for culprit in inside.culprits:
+        culprit.where = graph.where
+    reduction.culprits += inside.culprits
+    reduction.candidates += inside.candidates
+    reduction.tests += inside.tests + found.sub_engines
+    reduction.cut_short = reduction.cut_short or inside.cut_short or found.cut_short
+    reduction.seconds += inside.seconds + found.seconds
+    if inside.culprits:
+        reduction.notes.append(f"no top-level set fails: reduced inside {graph.where}, where localization found the "
+                               "culprit; other branches and later iterations were not reduced")
+    return graph.where
+
+
+def _unexplained(reduction: Reduction, inside: str | None = None) -> str:
+    """Why a mismatch gave no culprit, and that it is still a failure; ``inside``: the branch reduced in vain."""
     if reduction.cut_short:
         return "the time budget ran out before a culprit was found: rerun with a larger --budget"
+    if inside is not None:
+        return (f"localization finds an engine failing on eager's values in {inside}, but no set of its TensorRT nodes "
+                "fails on its own as a sub-engine: the error comes from how the engine runs its ops together")
     if reduction.unreduced:
-        return (f"no set of top-level TensorRT nodes fails on its own, so the mismatch is inside the engines of "
-                f"{', '.join(reduction.unreduced)}: reduce cannot reduce inside control-flow branches yet; forcing "
-                f"the branch's ops to PyTorch one at a time (torch_executed_ops) shows which converter it is")
+        return (f"no set of top-level TensorRT nodes fails on its own, and localization found no engine failing on "
+                f"eager's values inside the engines of {', '.join(reduction.unreduced)} either: the mismatch is "
+                "rounding accumulated across engines, or comes from what runs in PyTorch")
     return ("no set of TensorRT nodes fails on its own against eager's values at its cut: the mismatch is rounding "
             "accumulated across engines, or comes from what runs in PyTorch")
 
