@@ -48,6 +48,7 @@ from trtcheck.compiler.engine_build import build_graph_engine
 from trtcheck.conversion import get as converter_of
 from trtcheck.engines import Engine, TensorSpec
 from trtcheck.lowering.graph import flat_inputs as flattened
+from trtcheck.names import node_source
 from trtcheck.partitioning.extract import nodes_module, segment_module
 from trtcheck.partitioning.nodes import bound_operands, branch_names, is_control_flow, is_getitem
 from trtcheck.partitioning.partition import Partition, Segment
@@ -351,6 +352,7 @@ class Culprit:
     eager_float64_error: float | None = None  # eager's own output against float64 on the same inputs
     message: str = ""
     where: str = ""  # the control-flow branch its segment runs in, as ``SegmentCheck.where``
+    source: str = ""  # where in the user's code the op came from (``names.node_source``): module path, file:line
 
     @property
     def ill_conditioned(self) -> bool:
@@ -376,6 +378,8 @@ class Culprit:
             f"{'still fails alone' if self.survives_isolation else 'passes alone: the error needs its neighbours'}",
             f"  {self.diagnosis()}",
         ]
+        if self.source:
+            lines.insert(1, f"  from {self.source}")
         lines += [f"  input {value}" for value in self.inputs]
         if self.message:
             lines.append(f"  {self.message}")
@@ -744,6 +748,7 @@ def _culprit(
         survives_isolation=alone.failed,
         message=alone.error,
         where=graph.where,
+        source=node_source(target),
     )
     # Against float64 where the op diverged: at the end of the prefix (its inputs as the engine computes them), so
     # that an op ill-conditioned on what its segment feeds it is told from a wrong one; alone where no prefix ran.
