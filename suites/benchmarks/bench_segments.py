@@ -1,7 +1,7 @@
 """Many engines sharing the machine: eager vs stitched (one engine, many segments), per ONNX Runtime option.
 
     python -m suites.benchmarks.bench_segments [--models resnet18 mobilenet_v3_small] [--repeat 3] [--rounds 40]
-                                               [--options] [--omp-passive] [--keep-denormals]
+                                               [--options] [--omp-passive] [--keep-denormals] [--ort-runs 20]
 
 Per model, from one run: median latency of eager PyTorch, of the stitched module with default settings
 (one engine) and of the stitched module with min_block_size 1 and ``aten::relu`` + ``aten::hardswish``
@@ -23,7 +23,13 @@ with the model: 1 here, since its Torch segments are relus and hardswishes), exc
 fix: PyTorch's OpenMP worker then spins for about 10 ms after every Torch segment, on a core the next
 engine's pool wants), and "same ops in PyTorch" runs every engine segment's ATen nodes in PyTorch instead
 (eager kernels on the caller's threads, same partition and crossings): its ``engines`` column is eager's
-time for exactly the ops the engines run. The last line sums it up for the default.
+time for exactly the ops the engines run. The last lines sum it up for the default: engine time against
+boundary time (the crossings: trtcheck's Python per value crossing), and, from ONNX Runtime's own profiler
+(``SessionOptions.enable_profiling``, ``--ort-runs`` runs of every engine back to back), how ONNX Runtime spends
+the engines' time, many engines against one: kernels (what lost fusions cost), the CPU provider's NCHWc layout
+reorders in and out of every engine, per-run overhead (executor, waking the intra-op pool) and the pybind call
+with the binding's checks. That part is ONNX Runtime's, not trtcheck's (issue 42). The many-segment settings force
+to PyTorch those of ``aten::relu`` and ``aten::hardswish`` the model calls (``many_settings``).
 
 ``--options`` compares more ONNX Runtime settings side by side (how ``OnnxRuntimeEngine``'s defaults were
 chosen): spinning kept (old), spinning off (``allow_spinning=0``), spinning only while a run is in progress
@@ -53,11 +59,15 @@ A benchmark, not a test: it prints what it measured and asserts nothing.
 from __future__ import annotations
 
 import argparse
+import bisect
+import json
+import math
 import os
 import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,11 +80,13 @@ import trtcheck
 import trtcheck_zoo as models
 from suites.benchmarks.bench_compile import median_seconds
 from trtcheck.engines.onnxruntime import OnnxRuntimeEngine, default_threads, session_options
+from trtcheck.names import resolve_ops
 from trtcheck.partitioning.extract import segment_module
 from trtcheck.runtime.profiling import Profiler
 from trtcheck.runtime.stitch import EngineModule
 
-MANY = trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::relu", "aten::hardswish"])
+MANY_OPS = ("aten::relu", "aten::hardswish")
+"""The ops forced to PyTorch for the many-segment module, each where the model calls it (resnet18 has no hardswish)."""
 DEFAULT = "default"
 TORCH_OPS = "same ops in PyTorch"
 CALLER_THREADS = "torch_threads=None"
@@ -102,6 +114,16 @@ def per_kind(entries: dict[str, str]) -> dict[str, ort.SessionOptions]:
     session config ``entries``."""
     return {"1 engine": with_entries(session_options(spin="stop_after_run"), **entries),
             "many": with_entries(session_options(spin="never"), **entries)}
+
+
+def many_settings(model: torch.nn.Module, inputs: tuple, dynamic_shapes=None) -> tuple[trtcheck.Settings, torch.fx.GraphModule]:
+    """min_block_size 1 and those of ``MANY_OPS`` the model calls forced to PyTorch (``trtcheck.compile`` refuses an
+    op the model does not call: it would force nothing), and the model lowered keeping them whole (lowering would
+    otherwise decompose hardswish), for ``compile(lowered=...)``."""
+    keep = resolve_ops(MANY_OPS)
+    kept = trtcheck.lower(model, inputs, dynamic_shapes=dynamic_shapes, keep=keep)
+    unmatched = set(keep.unmatched([kept.graph]))
+    return trtcheck.Settings(min_block_size=1, torch_executed_ops=[op for op in MANY_OPS if op not in unmatched]), kept
 
 
 def option_sets(options: bool, global_pool: bool) -> dict[str, ort.SessionOptions | dict | None]:
@@ -207,6 +229,75 @@ def back_to_back(engines: dict[EngineModule, object], recorded) -> float:
             engine.run_times = None
 
 
+@dataclass(frozen=True)
+class OrtSplit:
+    """One call's engines as ONNX Runtime's own profiler (``SessionOptions.enable_profiling``) splits them, seconds
+    summed over the engines (medians over runs): ``wall`` inside ``run_with_iobinding``, of which ``session`` is
+    ONNX Runtime's ``model_run`` event; ``kernels`` its node events but the NCHWc layout reorders (``reorders``);
+    ``per_run`` = ``session - kernels - reorders``, what each run costs beyond its nodes (the executor, waking the
+    intra-op pool); ``binding`` = ``wall - session``, the pybind call and the I/O binding's checks in C++."""
+
+    engines: int
+    wall: float
+    session: float
+    kernels: float
+    reorders: float
+
+    @property
+    def per_run(self) -> float:
+        return self.session - self.kernels - self.reorders
+
+    @property
+    def binding(self) -> float:
+        return self.wall - self.session
+
+    def __str__(self) -> str:
+        n = self.engines
+        return (f"{self.wall * 1e3:.2f} ms inside the runs of {n} engine{'s' * (n > 1)} = kernels {self.kernels * 1e3:.2f} "
+                f"+ layout reorders {self.reorders * 1e3:.2f} + per-run overhead {self.per_run * 1e3:.2f} "
+                f"({self.per_run / n * 1e6:.1f} us a run) + pybind/binding {self.binding * 1e3:.2f} "
+                f"({self.binding / n * 1e6:.1f} us a run)")
+
+
+REORDERS = {"ReorderInput", "ReorderOutput"}  # ONNX Runtime CPU's NCHWc transformer: into and out of its blocked layout
+
+
+def ort_split(compiled, recorded, runs: int, spin: str) -> OrtSplit:
+    """``compiled``'s engines rebuilt with ONNX Runtime's profiler on (``spin`` as ``OnnxRuntimeEngine.build`` sets it
+    for that many engines), run back to back on ``recorded`` inputs ``runs`` times (after one untimed pass), split
+    as ``OrtSplit`` says. The profiler adds its own time to every node; the split, not the total, is the point."""
+    events: dict[str, list[list[float]]] = {key: [] for key in ("wall", "session", "kernels", "reorders")}
+    with tempfile.TemporaryDirectory(prefix="bench-segments-ort-") as folder:
+        for module in engine_modules(compiled):
+            options = session_options(spin=spin)
+            options.enable_profiling = True
+            options.profile_file_prefix = os.path.join(folder, f"engine{module.segment_index}")
+            model = onnx.load_from_string(compiled.conversion.onnx_models[module.segment_index])
+            engine = OnnxRuntimeEngine(model, module.engine.inputs, module.engine.outputs, options=options)
+            inputs = recorded[module]
+            engine(*inputs)
+            engine.run_times = []
+            for _ in range(runs):
+                engine(*inputs)
+            with open(engine.session.end_profiling()) as file:
+                trace = json.load(file)
+            sessions = sorted((e["ts"], e["ts"] + e["dur"]) for e in trace if e.get("cat") == "Session" and e["name"] == "model_run")
+            per_run = [{"kernels": 0.0, "reorders": 0.0} for _ in sessions]
+            for event in trace:  # every node event to the run whose interval holds it
+                if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+                    run = bisect.bisect_right(sessions, (event["ts"], math.inf)) - 1
+                    key = "reorders" if event.get("args", {}).get("op_name") in REORDERS else "kernels"
+                    per_run[run][key] += event["dur"]
+            runs_us = [end - begin for begin, end in sessions][1:]  # the untimed run left out
+            per_run = per_run[1:]
+            events["wall"].append([ns * 1e-9 for ns in engine.run_times])
+            events["session"].append([us * 1e-6 for us in runs_us])
+            events["kernels"].append([r["kernels"] * 1e-6 for r in per_run])
+            events["reorders"].append([r["reorders"] * 1e-6 for r in per_run])
+    totals = {key: sum(statistics.median(values) for values in per_engine) for key, per_engine in events.items()}
+    return OrtSplit(len(events["wall"]), **totals)
+
+
 @dataclass
 class Variant:
     """One thing timed: ``setup()`` (installing its engines, PyTorch's thread count) runs untimed before
@@ -263,12 +354,14 @@ def interleaved(variants: dict[str, Variant], repeat: int, rounds: int, warmup: 
     return {name: statistics.median(values) for name, values in per_round.items()}
 
 
-def bench_model(name: str, option_sets_: dict[str, ort.SessionOptions | dict | None], repeat: int, rounds: int) -> None:
+def bench_model(name: str, option_sets_: dict[str, ort.SessionOptions | dict | None], repeat: int, rounds: int,
+                ort_runs: int = 0) -> None:
     entry = models.get(name)
     model, inputs = entry.build()
     lowered = trtcheck.lower(model, inputs, dynamic_shapes=entry.dynamic_shapes)  # a dynamic entry's Dims kept
     single = trtcheck.compile(model, inputs, backend="onnxruntime", lowered=lowered)
-    many = trtcheck.compile(model, inputs, MANY, backend="onnxruntime", lowered=lowered)
+    settings, kept = many_settings(model, inputs, entry.dynamic_shapes)
+    many = trtcheck.compile(model, inputs, settings, backend="onnxruntime", lowered=kept)
     recorded = recorded_inputs(many, inputs)
     threads = torch.get_num_threads()
     # Engines for every option set, installed into the two compiled modules before each variant is timed.
@@ -346,6 +439,21 @@ def bench_model(name: str, option_sets_: dict[str, ort.SessionOptions | dict | N
               f"{(p.engine_s - alone) * 1e3:+.2f} ms for running between PyTorch segments ({caller.engine_s * 1e3:.2f} ms "
               f"when PyTorch keeps the caller's {threads} threads); the same ops in PyTorch: {t.engine_s * 1e3:.2f} ms; "
               f"Torch segments {p.torch_s * 1e3:.2f} ms, crossings {p.boundary_s * 1e3:.2f} ms", flush=True)
+        print(f"  engine time against boundary time ({first}): engines {p.engine_s * 1e3:.2f} ms (ONNX Runtime's: "
+              f"{(alone - one) * 1e3:+.2f} ms of it for splitting, inside ONNX Runtime's runs), boundaries "
+              f"{p.boundary_s * 1e3:.2f} ms = {p.per_boundary_s * 1e6:.1f} us for each of {p.boundaries} values crossing "
+              f"(trtcheck's Python: the engine call, input check, binding, output allocation, getitem/restride, "
+              f"and the profile's marks)", flush=True)
+    if ort_runs:  # ONNX Runtime's own profiler: where "alone - one engine" goes inside its runs
+        with torch.inference_mode():
+            lots = ort_split(many, recorded, ort_runs, spin="never")
+            sole = ort_split(single, recorded_inputs(single, inputs), ort_runs, spin="stop_after_run")
+        print(f"  ONNX Runtime's profiler, engines back to back ({ort_runs} runs, medians; the profiler's own time "
+              f"inflates every node):\n    many: {lots}\n    one:  {sole}\n    splitting costs ONNX Runtime "
+              f"{(lots.wall - sole.wall) * 1e3:+.2f} ms: kernels {(lots.kernels - sole.kernels) * 1e3:+.2f} (fusions lost, "
+              f"smaller ops), layout reorders {(lots.reorders - sole.reorders) * 1e3:+.2f} (the CPU provider's NCHWc "
+              f"layout, in and out of every engine), per-run overhead {(lots.per_run - sole.per_run) * 1e3:+.2f}, "
+              f"pybind/binding {(lots.binding - sole.binding) * 1e3:+.2f}", flush=True)
 
 
 def main(argv=None) -> None:
@@ -358,6 +466,8 @@ def main(argv=None) -> None:
                         help="also run the default rows in a child process with OMP_WAIT_POLICY=PASSIVE (diagnosis)")
     parser.add_argument("--global-pool", action="store_true", help=argparse.SUPPRESS)  # --options runs it in a child
     parser.add_argument("--keep-denormals", action="store_true")
+    parser.add_argument("--ort-runs", type=int, default=20,
+                        help="runs of every engine under ONNX Runtime's profiler for the split of its time (0: none)")
     args = parser.parse_args(argv)
     if args.global_pool:  # before any session exists: global pools are configured once per process
         ort.set_global_thread_pool_sizes(default_threads(), 1)
@@ -371,7 +481,8 @@ def main(argv=None) -> None:
           f"{', global pools' if args.global_pool else ''}", flush=True)
     common = ["--repeat", str(args.repeat), "--rounds", str(args.rounds)] + (["--keep-denormals"] if args.keep_denormals else [])
     for model in args.models:
-        bench_model(model, option_sets(args.options, args.global_pool), args.repeat, args.rounds)
+        bench_model(model, option_sets(args.options, args.global_pool), args.repeat, args.rounds,
+                    ort_runs=0 if child else args.ort_runs)
         if args.options:  # global pools exclude per-session pools in one process: measured in a child process
             subprocess.run([sys.executable, "-m", "suites.benchmarks.bench_segments", "--global-pool", "--models", model, *common],
                            check=False)

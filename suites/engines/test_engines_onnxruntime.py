@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import platform
 import tempfile
 
@@ -274,6 +275,58 @@ def test_cpu_calls_bind_through_onnx_runtime_pybind_binding_not_the_python_wrapp
     engine.run_times = []
     engine(x)
     assert len(engine.run_times) == 1 and engine.run_times[0] > 0
+
+
+def _counting_bindings(engine: OnnxRuntimeEngine) -> list[int]:
+    """Count the pybind bindings ``engine`` creates from now on."""
+    created: list[int] = []
+    new_binding, run, cpu = engine._direct
+    engine._direct = (lambda: created.append(1) or new_binding()), run, cpu
+    return created
+
+
+def test_sequential_calls_reuse_one_binding_and_bind_each_calls_tensors(make_model):
+    """Issue 42: a stitched module calls each engine once per crossing; the binding is made once, not per call, and
+    every call still runs on its own inputs into its own fresh outputs."""
+    engine = _relu_engine(make_model)
+    created = _counting_bindings(engine)
+    inputs = [torch.randn(2, 3) for _ in range(5)]
+    outputs = [engine(x)[0] for x in inputs]
+    assert created == [1]
+    for x, y in zip(inputs, outputs):
+        torch.testing.assert_close(y, torch.relu(x))
+    assert len({y.data_ptr() for y in outputs}) == len(outputs)
+
+
+def test_concurrent_calls_never_share_a_binding(make_model):
+    """Calls from several threads each take their own binding (an idle one, or a new one): results never mix."""
+    engine = _relu_engine(make_model)
+    inputs = [torch.full((2, 3), float(i)) - 2.0 for i in range(64)]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda x: engine(x)[0], inputs * 4))
+    for x, y in zip(inputs * 4, results):
+        torch.testing.assert_close(y, torch.relu(x))
+
+
+@pytest.mark.parametrize(
+    ("make_input", "error"),
+    [
+        (lambda: torch.randn(3, 2).t(), None),
+        (lambda: torch.randn(2, 3, dtype=torch.float64), r"input 'x': expected dtype torch.float32, got torch.float64"),
+        (lambda: torch.randn(3, 2), r"input 'x': expected shape \(2, 3\), got \(3, 2\)"),
+    ],
+    ids=["non-contiguous", "other dtype", "other shape"],
+)
+def test_inputs_the_cpu_fast_path_cannot_take_go_the_general_way(make_model, make_input, error):
+    """The one-pass check of a CPU call (``_ready_on_cpu``) passes only what needs nothing done: a transposed input
+    is made contiguous, a wrong dtype or shape is refused naming the input, as before the fast path."""
+    engine = _relu_engine(make_model)
+    x = make_input()
+    if error is None:
+        torch.testing.assert_close(engine(x)[0], torch.relu(x))
+    else:
+        with pytest.raises(ValueError, match=error):
+            engine(x)
 
 
 def test_engine_uses_the_public_binding_where_onnx_runtime_lacks_the_pybind_one(make_model, monkeypatch):
