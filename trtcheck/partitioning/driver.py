@@ -7,9 +7,8 @@ segment that reads it), so the loop terminates; each round is linear in the grap
 from __future__ import annotations
 
 import contextlib
-import gc
 import operator
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +17,7 @@ import torch.fx
 
 from trtcheck.errors import GraphMustChange, PartitionError, SettingsError, UnmatchedOpError
 from trtcheck.lowering.export import lower
-from trtcheck.lowering.graph import copy_graph_module, graph_module, written_values
+from trtcheck.lowering.graph import copy_graph_module, gc_paused, written_values
 from trtcheck.names import ModuleMatcher, checked_settings, resolve_fp32_nodes, resolve_modules, resolve_ops
 from trtcheck.partitioning.boundaries import GraphChanges, apply_min_block_size, enforce_tensor_boundaries, segment_index
 from trtcheck.partitioning.control_flow import isolate_control_flow, partition_branches
@@ -50,67 +49,26 @@ def partition(
     ``dynamic_shapes``: torch.export's argument (``torch.export.Dim`` per dynamic size), see ``trtcheck.lower``.
     """
     settings = checked_settings(settings)
-    gm = lower(model, example_inputs, example_kwargs, dynamic_shapes=dynamic_shapes, keep=resolve_ops(settings.torch_executed_ops))
+    # A user's ATen GraphModule is lowered without torch.export, but with dead code it is copied and cleaned: with
+    # the collector paused, as a copy allocates a node's worth of objects per node (``gc_paused``). An export
+    # is left to the collector: it makes cyclic garbage of its own.
+    with gc_paused() if isinstance(model, torch.fx.GraphModule) else contextlib.nullcontext():
+        gm = lower(model, example_inputs, example_kwargs, dynamic_shapes=dynamic_shapes, keep=resolve_ops(settings.torch_executed_ops))
     owner = model if isinstance(model, torch.nn.Module) else None  # an ExportedProgram: its graph's meta names modules
     forced_modules = resolve_modules(settings.torch_executed_modules, gm.graph, owner)
     if gm is not model:  # lowering made a new graph: ours to rewrite
         return partition_graph(gm, settings, support, forced_modules=forced_modules)
     # One pause of the collector around both attempts: re-enabling it in between makes it walk everything
     # the first attempt allocated (measured: a second at 100k nodes).
-    with _gc_paused():
+    with gc_paused():
         try:  # the user's own GraphModule: partition it in place unless a rule must add nodes
             return partition_graph(gm, settings, support, forced_modules=forced_modules, may_change_graph=False)
         except GraphMustChange as error:
-            copy = _copy_graph_module(gm)
+            copy = copy_graph_module(gm)
             resume: _Resume | None = getattr(error, "resume", None)
             if resume is not None:  # segmentation="optimal": carry what the first attempt found over to the copy
                 resume = resume.onto(gm, copy)
             return _partition_graph(copy, settings, support, forced_modules, True, resume)
-
-
-def _copy_graph_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """``lowering.graph.copy_graph_module(gm)``, twice as fast: the copy of a user's graph the copy rule needs.
-
-    ``Graph.node_copy`` checks every argument of every node for a raw SymInt (a pytree walk per node) and then sets
-    the copy's ``meta`` through ``Node.__setattr__``, which re-keys the graph's node table (hashing the target):
-    together most of the copy, and the copy was most of partitioning a user's 100k-node graph with int producers
-    (issue 42). Here each node is made as ``create_node`` makes it (the same name, through the graph's namespace,
-    the same insertion and node table), its ``meta`` a shallow copy as ``node_copy`` makes it, set before the node
-    enters the table. A graph whose nodes carry raw SymInts (no lowered graph does) or a torch.fx without these
-    internals gets the plain copy.
-    """
-    try:
-        return _fast_copy(gm)
-    except (AttributeError, TypeError):  # pragma: no cover - another torch.fx
-        return copy_graph_module(gm)
-
-
-def _fast_copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    graph = torch.fx.Graph()
-    create_name = graph._graph_namespace.create_name
-    associate = graph._graph_namespace.associate_name_with_obj
-    insert, table_insert = graph._insert, graph._find_nodes_lookup_table.insert
-    env: dict[torch.fx.Node, torch.fx.Node] = {}
-    get, map_arg, node_type, set_attribute = env.__getitem__, torch.fx.node.map_arg, torch.fx.Node, object.__setattr__
-    count = 0
-    for node in gm.graph.nodes:
-        if node.op == "output":
-            graph.output(map_arg(node.args[0], get), type_expr=getattr(node, "type", None))
-            break
-        name = create_name(node.name, None)
-        new = node_type(graph, name, node.op, node.target, map_arg(node.args, get), map_arg(node.kwargs, get), node.type)
-        set_attribute(new, "meta", dict(node.meta))  # node_copy's copy.copy of the dict; no table entry yet to re-key
-        associate(name, new)
-        insert(new)
-        table_insert(new)
-        count += 1
-        env[node] = new
-    graph._len += count
-    copy = graph_module(gm, graph)
-    copy.meta.update(gm.meta)  # the symbol ranges of a dynamic graph travel with every copy
-    copy.graph._codegen = gm.graph._codegen
-    copy.recompile()
-    return copy
 
 
 def partition_graph(
@@ -127,7 +85,7 @@ def partition_graph(
     it raises ``GraphMustChange`` instead, and the caller retries on a copy.
     """
     settings = checked_settings(settings)
-    with _gc_paused():
+    with gc_paused():
         result = _partition_graph(gm, settings, support, forced_modules, may_change_graph)
     _check_forced_ops_matched(result)
     _check_fp32_nodes_matched(result)
@@ -166,19 +124,6 @@ def _check_fp32_nodes_matched(result: Partition) -> None:
             f"fp32_nodes: {', '.join(map(repr, unmatched))} matches no node of the lowered graph, so it would keep "
             f"nothing in float32. Name a node of the graph (Partition.explain lists them: {shown}) or an op it calls"
         )
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector: partitioning allocates many small acyclic objects next to a large
-    graph, and each full collection walks the whole graph (measured: half of the time at 100k nodes)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _partition_graph(
