@@ -108,7 +108,7 @@ class OutputComparison:
     # compiled and of the eager output against float64, and their ratio (None: no reference was consulted).
     reference_error: float | None = None
     eager_reference_error: float | None = None
-    # "fp16"/"bf16" when the eager error above is eager's at that precision (``judge_reduced_precision``), else "".
+    # "fp16"/"bf16"/"tf32" when the eager error above is eager's at that precision (``judge_reduced_precision``), else "".
     eager_precision: str = ""
 
     @property
