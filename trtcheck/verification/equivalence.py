@@ -20,7 +20,8 @@ The ratio is reported; NaN and Inf disagreements are never excused.
 A module compiled with ``Settings.precision`` "fp16"/"bf16", or with ``Settings.tf32`` ("tf32":
 ``trtcheck.engines.precision.judged_precision``), is judged by ``judge_reduced_precision`` instead: every output's
 error against float64 against eager's own error *at that precision* (``REDUCED_PRECISION_MULTIPLE`` times it plus
-``REDUCED_PRECISION_FLOOR``), NaN/Inf allowed only where float64 has them.
+``REDUCED_PRECISION_FLOOR``), NaN/Inf allowed only where float64 has them (at tf32, which keeps float32's range,
+where eager under TF32 has them).
 """
 
 from __future__ import annotations
@@ -235,7 +236,8 @@ def judge_reduced_precision(comparison: Comparison, low: Any, actual: Any, refer
     float64) and ``low`` (eager run in ``precision``: ``reference.reduced_precision_outputs``): an output passes when
     its largest finite error against float64 is at most ``REDUCED_PRECISION_MULTIPLE`` times eager's at that precision
     plus ``REDUCED_PRECISION_FLOOR``, and it is NaN or infinite only where float64 is: an overflow to inf fails even when
-    eager in fp16 overflows too (the model then needs ``Settings.fp32_nodes``; the message says so). Every output
+    eager in fp16 overflows too (the model then needs ``Settings.fp32_nodes``; the message says so). At "tf32" (float32's
+    range) NaN and Inf must be those of ``low``, eager under TF32: the model's own overflow is no TF32 error. Every output
     gets its ratio (passing ones too: the report shows it per output); the comparison is changed in place and
     returned.
 
@@ -276,7 +278,8 @@ def _judge(comparison: Comparison, yardstick: Any, actual: Any, reference: Any, 
         finite = eager.isfinite() & compiled.isfinite()
         # Reduced precision: an inf or NaN must be float64's own (an overflow eager in fp16 shares is still the
         # model's range problem, which fp32_nodes fixes); float32: eager's (the model's own overflow).
-        nonfinite_reference = exact if precision else eager
+        # TF32 keeps float32's range: an inf eager in float32 under TF32 has too is the model's own, as at fp32.
+        nonfinite_reference = exact if precision and precision != "tf32" else eager
         same_nonfinite = _same_nonfinite(nonfinite_reference, compiled)
         output.eager_precision = precision
         output.eager_reference_error = _largest_error(eager[finite], exact[finite])
@@ -305,7 +308,7 @@ def _judge(comparison: Comparison, yardstick: Any, actual: Any, reference: Any, 
                 f"{output.reference_error:.3g} against {eager_name}'s {output.eager_reference_error:.3g} (ratio {ratio} "
                 f"<= {multiple:g}, floor {slack:.3g})"
             )
-        elif not same_nonfinite and precision:
+        elif not same_nonfinite and nonfinite_reference is exact:
             overflowed = compiled.isfinite().logical_not() & exact.isfinite()
             shared = int((overflowed & eager.isfinite().logical_not()).sum())
             output.message += (
