@@ -2,9 +2,9 @@
 
 The public API, one name per phase of the pipeline: ``lower`` (torch.export to core ATen), ``partition``
 (TensorRT and Torch segments, and why), ``compile`` (engines stitched with Torch segments), ``verify``
-(invariants and equivalence against eager), ``profile``, and their data (``Settings``, ``Partition``,
-``CompiledModule``, ``VerificationReport``) and errors. Custom converters are registered through
-``trtcheck.conversion`` (``register``, ``unregister``, ``get``, ``Snapshot``).
+(invariants and equivalence against eager), ``profile``, and their data (``Settings``, ``Autocast``: the policy of
+``Settings.autocast``, ``Partition``, ``CompiledModule``, ``VerificationReport``) and errors. Custom converters are
+registered through ``trtcheck.conversion`` (``register``, ``unregister``, ``get``, ``Snapshot``).
 
 Names are imported on first use (PEP 562), so ``import trtcheck`` and the ``trtcheck`` command start
 without importing torch: ``trtcheck --help`` answers at once, and the pytest plugin costs nothing in a
@@ -36,6 +36,7 @@ _PUBLIC: dict[str, str] = {
     "VerificationReport": "trtcheck.verification",
     "Violation": "trtcheck.verification",
     "Settings": "trtcheck.settings",
+    "Autocast": "trtcheck.settings",
     "TrtcheckError": "trtcheck.errors",
     "SettingsError": "trtcheck.errors",
     "LoweringError": "trtcheck.errors",
@@ -52,6 +53,7 @@ _PUBLIC: dict[str, str] = {
 }
 
 __all__ = [
+    "Autocast",
     "BackendError",
     "BackendUnavailableError",
     "CompilationError",
@@ -118,5 +120,5 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from trtcheck.lowering import lower
     from trtcheck.partitioning import Partition, Reason, ReasonKind, Segment, Target, partition
     from trtcheck.runtime import CompiledModule, Profile, profile
-    from trtcheck.settings import Settings
+    from trtcheck.settings import Autocast, Settings
     from trtcheck.verification import VerificationReport, Violation, check_invariants, verify

@@ -51,8 +51,9 @@ def flush_denormals() -> Iterator[bool]:
 
 
 def preset_label(preset: str, precision: str) -> str:
-    """How reports and benchmark groups name a preset at a precision: the preset itself at fp32, ``{preset}-fp16`` /
-    ``{preset}-bf16`` below (kept as it is when it already ends so: a caller may have named it so itself)."""
+    """How reports and benchmark groups name a preset at a precision (``engines.precision.judged_precision``'s names):
+    the preset itself at fp32, ``{preset}-fp16`` / ``{preset}-bf16`` below, ``{preset}-tf32`` for ``Settings.tf32``
+    (kept as it is when it already ends so: a caller may have named it so itself)."""
     suffix = f"-{precision}"
     return preset if precision == "fp32" or preset.endswith(suffix) else preset + suffix
 
@@ -74,7 +75,8 @@ def extra_info(
     ``total_s``, ``engine_s``, ``torch_s``, ``boundary_s`` (seconds per call), ``boundaries``,
     ``per_boundary_s`` and ``segments``. Recorded under ``"profile"`` when given (the stitched variant);
     files written before it existed have no such key, and the report shows ``n/a`` for them. ``precision`` is
-    the compiled module's ``Settings.precision`` (files without it were fp32: the report reads them so).
+    the compiled module's precision (``judged_precision``: ``Settings.precision``, or "tf32"; files without it were
+    fp32: the report reads them so).
     """
     info: dict[str, Any] = {
         "trtcheck_schema": SCHEMA_VERSION,

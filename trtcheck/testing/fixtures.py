@@ -84,19 +84,32 @@ def trtcheck_lowered(trtcheck_model_entry: Any, trtcheck_settings: Any, _trtchec
 
 @pytest.fixture
 def trtcheck_precision(request: pytest.FixtureRequest) -> str:
-    """The current ``Settings.precision`` (parametrized over ``--trtcheck-precision`` when it names more than fp32)."""
+    """The current precision, one of ``PLUGIN_PRECISIONS``: a ``Settings.precision``, or "tf32" (fp32 with
+    ``Settings.tf32``); parametrized over ``--trtcheck-precision`` when it names more than fp32."""
     return getattr(request, "param", "fp32")
 
 
 @pytest.fixture
 def trtcheck_settings(trtcheck_preset: Any, trtcheck_precision: str, request: pytest.FixtureRequest) -> Any:
     """The ``trtcheck.Settings`` of the current preset (parametrized over ``--trtcheck-settings``) at the current
-    precision (``--trtcheck-precision``), with the nodes a zoo entry needs in float32 there (``ZooEntry.fp32_nodes``)."""
+    precision (``--trtcheck-precision``: ``settings_at``), with the nodes a zoo entry needs in float32 there
+    (``ZooEntry.fp32_nodes``)."""
     entry = request.getfixturevalue("trtcheck_model_entry") if "trtcheck_model_entry" in request.fixturenames else None
     settings = trtcheck_preset.settings_for(entry.fallback_module if entry is not None else None)
-    if settings is not None and trtcheck_precision != settings.precision:
-        kept = list(entry.fp32_nodes.get(trtcheck_precision, ())) if entry is not None else []
-        settings = dataclasses.replace(settings, precision=trtcheck_precision, fp32_nodes=kept)  # a zoo entry's own
+    if settings is None:
+        return None
+    return settings_at(settings, trtcheck_precision, entry.fp32_nodes.get(trtcheck_precision, ()) if entry is not None else ())
+
+
+def settings_at(settings: trtcheck.Settings, precision: str, fp32_nodes: Any = ()) -> trtcheck.Settings:
+    """A preset's ``settings`` at one of ``--trtcheck-precision``'s precisions (``PLUGIN_PRECISIONS``): "fp16"/"bf16"
+    set ``Settings.precision`` with ``fp32_nodes`` (a zoo entry's own, for that precision), "tf32" is
+    ``precision="fp32"`` with ``tf32=True`` (what TensorRT and Torch-TensorRT deploy by default: not a precision of
+    its own but float32 with TF32 matmuls and convolutions), "fp32" keeps the preset's. ``settings`` is not changed."""
+    if precision == "tf32":
+        return dataclasses.replace(settings, precision="fp32", fp32_nodes=[], tf32=True)
+    if precision != settings.precision:
+        return dataclasses.replace(settings, precision=precision, fp32_nodes=list(fp32_nodes))
     return settings
 
 
@@ -174,12 +187,13 @@ def trtcheck_benchmark(
     ``--trtcheck-allow-fallbacks``), fail the test after timing. Returns the compiled module.
     """
     from trtcheck.benchmarking import preset_label  # deferred: torch only in sessions that use trtcheck
+    from trtcheck.engines.precision import judged_precision  # deferred: torch only in sessions that use trtcheck
     from trtcheck.testing import timing  # deferred: torch only in sessions that use trtcheck
 
     def run(model: Any, example_inputs: Any, *, name: str | None = None, **compile_options: Any) -> Any:
         label = name or request.node.originalname
         # one report group per preset and precision (--trtcheck-precision): "min_block_size_1-fp16" beside fp32's
-        preset = preset_label(trtcheck_preset.name, getattr(trtcheck_settings, "precision", "fp32"))
+        preset = preset_label(trtcheck_preset.name, judged_precision(trtcheck_settings))  # "-tf32" for Settings.tf32
         params = getattr(getattr(request.node, "callspec", None), "params", {})
         # One group per test, preset and the user's own parameters: the eager and the stitched test share it.
         key = (request.node.path, request.node.originalname, label,

@@ -17,7 +17,8 @@ Downstream::
         trtcheck_benchmark(model, (torch.randn(1, 3, 32, 32),), name="conv_relu")
 
 ``pytest --trtcheck`` runs it once per selected preset (``--trtcheck-settings``), and with
-``--trtcheck-precision fp32,fp16,bf16`` once per preset and precision (``Settings.precision`` on top of each preset).
+``--trtcheck-precision fp32,fp16,bf16,tf32`` once per preset and precision (``Settings.precision`` on top of each preset;
+``tf32``: fp32 with ``Settings.tf32``, ids ending ``-tf32``).
 """
 
 from __future__ import annotations

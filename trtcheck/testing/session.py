@@ -21,12 +21,18 @@ from trtcheck.errors import BackendError, SettingsError
 from trtcheck.presets import DEFAULT_PRESETS, resolve_presets
 from trtcheck.settings import PRECISIONS
 
+PLUGIN_PRECISIONS: tuple[str, ...] = (*PRECISIONS, "tf32")
+"""What ``--trtcheck-precision`` takes: each ``Settings.precision``, and "tf32": ``Settings(precision="fp32",
+tf32=True)`` (``fixtures.settings_at``), judged against eager under TF32 rounding; its ids and report groups end in
+``-tf32`` as fp16's end in ``-fp16``."""
+
 # option name -> (ini default, type, help); every option is also an ini setting (trtcheck_backend, ...).
 OPTIONS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "backend": ("auto", str, "engine backend: onnxruntime, tensorrt or auto (TensorRT when it and CUDA exist)"),
     "models": ("*", str, "zoo models to verify: names or globs, comma separated (e.g. 'resnet*,seed_lgamma')"),
     "settings": (",".join(DEFAULT_PRESETS), str, "fallback presets, comma separated, or 'all'"),
-    "precision": ("fp32", str, "precisions each preset runs at (Settings.precision), comma separated: fp32, fp16, bf16"),
+    "precision": ("fp32", str, "precisions each preset runs at, comma separated: fp32, fp16, bf16 (Settings.precision), "
+                  "tf32 (fp32 with Settings.tf32)"),
     "examples": ("10", int, "random graphs per random-graph test (hypothesis max_examples)"),
     "report": ("trtcheck-report", str, "directory for failure repros and artifacts"),
     "seed": ("0", int, "seed of the random inputs used for equivalence"),
@@ -150,10 +156,10 @@ def _harness_config(config: pytest.Config) -> HarnessConfig:
     except SettingsError as error:
         raise pytest.UsageError(f"--trtcheck-settings: {error}") from None
     precisions = tuple(dict.fromkeys(_split(_option(config, "precision"))))
-    unknown = [p for p in precisions if p not in PRECISIONS]
+    unknown = [p for p in precisions if p not in PLUGIN_PRECISIONS]
     if unknown or not precisions:
         named = ", ".join(map(repr, unknown)) or "none given"
-        raise pytest.UsageError(f"--trtcheck-precision: {named}; choose from {', '.join(PRECISIONS)}")
+        raise pytest.UsageError(f"--trtcheck-precision: {named}; choose from {', '.join(PLUGIN_PRECISIONS)}")
     enabled = config.getoption("trtcheck")
     backend = _option(config, "backend")
     if enabled:  # an explicit backend that cannot run here must stop the session, not pass in PyTorch

@@ -25,6 +25,7 @@ import torch
 
 from trtcheck.benchmarking import extra_info, flush_denormals, preset_label
 from trtcheck.compiler.pipeline import compile as compile_model
+from trtcheck.engines.precision import judged_precision
 from trtcheck.errors import PartitionError
 from trtcheck.runtime.module import CompiledModule
 from trtcheck.runtime.profiling import profile as profile_call
@@ -54,7 +55,7 @@ class Compiled:
     inputs: tuple[Any, ...]
     stitched: CompiledModule | PartitionError
     comparison: Comparison | None
-    precision: str = "fp32"  # the settings' precision (``Settings.precision``), recorded in ``extra_info``
+    precision: str = "fp32"  # the settings' precision (``judged_precision``: "tf32" for Settings.tf32), in ``extra_info``
 
 
 _last: dict[Hashable, Compiled] = {}  # the last group compiled: its eager and stitched tests run back to back
@@ -73,8 +74,8 @@ def compile_once(
 
     ``build`` makes ``(model, example_inputs)``; ``tolerances(model, inputs)`` the ``compare_outputs``
     tolerances (default: per dtype); ``compile_options`` go to ``trtcheck.compile`` (``lowered=``, ...). Below fp32
-    (``settings.precision``) outputs are judged against eager at that precision (``precision.judge_at_precision``,
-    verify's own judge).
+    or with TF32 (``engines.precision.judged_precision``) outputs are judged against eager at that precision
+    (``precision.judge_at_precision``, verify's own judge).
     """
     if key not in _last:
         _last.clear()
@@ -83,17 +84,17 @@ def compile_once(
         try:
             stitched = compile_model(model, inputs, settings, backend, **compile_options)
         except PartitionError as error:
-            _last[key] = Compiled(model, inputs, error, None, getattr(settings, "precision", "fp32"))
+            _last[key] = Compiled(model, inputs, error, None, judged_precision(settings))
             return _last[key]
         # no_grad, not inference_mode: a model that runs autograd inside forward (a force field) enables grad there.
         with flush_denormals(), torch.no_grad():
             options = tolerances(model, inputs) if tolerances is not None else {}
             actual = stitched(*cloned(inputs))  # each side its own copy: a model may update an input in place (a KV cache)
             comparison = compare_outputs(model(*cloned(inputs)), actual, **options)
-            precision = getattr(settings, "precision", "fp32")
-            if precision != "fp32":  # fp16/bf16 engines: judged by eager's own error at that precision, as verify does
+            precision = judged_precision(settings)
+            if precision != "fp32":  # fp16/bf16/tf32 engines: judged by eager's own error at that precision, as verify does
                 judge_at_precision(comparison, model, inputs, {}, actual, precision)  # no reference: the tolerances decide
-        _last[key] = Compiled(model, inputs, stitched, comparison, getattr(settings, "precision", "fp32"))
+        _last[key] = Compiled(model, inputs, stitched, comparison, judged_precision(settings))
     return _last[key]
 
 

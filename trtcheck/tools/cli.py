@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import os
 import sys
 import threading
@@ -38,7 +37,7 @@ from typing import Any
 import trtcheck
 from trtcheck.atomic import atomic_write
 from trtcheck.errors import ReproWriteWarning, TrtcheckError
-from trtcheck.settings import PRECISIONS, SEGMENTATIONS, Settings
+from trtcheck.settings import AUTOCAST_POLICIES, PRECISIONS, SEGMENTATIONS, Settings
 
 MODEL_HELP = (
     "what to check: a zoo name (resnet18), path/to/file.py:factory, package.module:factory, or a .pt2 file saved "
@@ -60,7 +59,14 @@ def _settings(args: argparse.Namespace) -> Settings:
         values["precision"] = args.precision
     if args.fp32_nodes:
         values["fp32_nodes"] = args.fp32_nodes
-    return checked_settings(Settings(**values))  # validated: bad values fail before the model is built
+    if args.use_fp32_acc:
+        values["use_fp32_acc"] = True
+    if args.autocast is not None:
+        values["autocast"] = args.autocast  # a policy name: Settings resolves it (trtcheck.settings.AUTOCAST_POLICIES)
+    if args.tf32:
+        values["tf32"] = True
+    # validated: bad values (--use-fp32-acc at fp32) fail as a SettingsError, printed as one line, before the model is built
+    return checked_settings(Settings(**values))
 
 
 def _load(spec: str) -> Any:
@@ -162,7 +168,7 @@ def _precision(args: argparse.Namespace) -> int:
         raise TrtcheckError("trtcheck precision needs --precision fp16 or --precision bf16 (fp32 keeps every node in float32)")
     if args.fp32_nodes:
         raise TrtcheckError("trtcheck precision searches for fp32_nodes itself: drop --fp32-nodes")
-    settings = dataclasses.replace(_settings(argparse.Namespace(**{**vars(args), "precision": None})), precision=args.precision)
+    settings = _settings(args)  # at --precision, so --use-fp32-acc and --autocast hold there
     loaded = _load(args.model)
     with _still_working(f"searching the float32 nodes of {loaded.name}"):
         found = search_fp32_nodes(
@@ -286,6 +292,15 @@ def _settings_parser() -> argparse.ArgumentParser:
     group.add_argument("--precision", choices=PRECISIONS, default=None, help="engine precision (ONNX Runtime emulates it; default fp32)")
     group.add_argument("--fp32-nodes", type=_names, action="extend", default=[], metavar="NODE[,NODE...]",
                        help="with --precision fp16/bf16: nodes (or ops, aten::name) kept in float32")
+    group.add_argument("--use-fp32-acc", action="store_true",
+                       help="with --precision fp16/bf16: matmuls read reduced-precision inputs, multiply and accumulate in float32 "
+                            "(Torch-TensorRT's use_fp32_acc)")
+    group.add_argument("--autocast", choices=tuple(AUTOCAST_POLICIES), default=None, metavar="POLICY",
+                       help="with --precision fp16/bf16: keep more nodes in float32 by a named rule set; torch_tensorrt: "
+                            "Torch-TensorRT's enable_autocast rules with its defaults")
+    group.add_argument("--tf32", action="store_true",
+                       help="float32 matmuls and convolutions multiply TF32 values (10-bit mantissas), as TensorRT and "
+                            "Torch-TensorRT deploy by default; verify judges them against eager under TF32 rounding")
     return parser
 
 

@@ -2,9 +2,10 @@
 
 An output passes within the tolerances (``equivalence.compare_outputs``); outside them it is judged again against
 eager in float64 (``equivalence.judge_against_reference``: a deep network's rounding passes, a conversion error does
-not). A module compiled below fp32 is judged by eager's own error at that precision, every output
-(``precision.judge_at_precision``). Int and float inputs are varied too (``scalar_input_violations``): the compiled
-module must match eager on them or refuse the call, never answer for the example's value.
+not). A module compiled below fp32, or with TF32 (``engines.precision.judged_precision``), is judged by eager's own
+error at that precision, every output (``precision.judge_at_precision``). Int and float inputs are varied too
+(``scalar_input_violations``): the compiled module must match eager on them or refuse the call, never answer for the
+example's value.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from trtcheck.engines.precision import judged_precision
 from trtcheck.errors import InputMismatchError
 from trtcheck.verification.eager_cache import EagerCache
 from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_against_reference
@@ -54,7 +56,7 @@ def compare_on_input_sets(
     outputs under no_grad (``modes.grad_mode_violations``), so it runs with autograd on, as it was compiled.
     ``cache``: eager's outputs kept by an earlier verify, used where the model has no state."""
     found = Compared()
-    precision = request.settings.precision
+    precision = judged_precision(request.settings)  # "tf32" for Settings.tf32: eager under TF32 rounding judges it
     stateful = bool(compiled_state(compiled))  # eager's state before each call, for its float64 reference
     # Eager on the example and the example again, from the state it was checked from, is what the determinism
     # check computed (and proved twice alike): reused, where no state changes between the calls.
@@ -100,7 +102,8 @@ def _eager_outputs(
 
 def scalar_input_violations(model, stitched, example_inputs, example_kwargs, rtol, atol, precision: str = "fp32") -> list[Violation]:
     """Each int/float input varied: the compiled module matches eager or refuses the call, never answers wrong (below
-    fp32, ``precision``, as judged against eager at that precision: ``precision.judge_at_precision``)."""
+    fp32, ``precision``, a ``judged_precision`` name, as judged against eager at that precision:
+    ``precision.judge_at_precision``)."""
     found: list[Violation] = []
     leaves, spec = tree_flatten((tuple(example_inputs), dict(example_kwargs)))
     names = stitched.signature.names

@@ -17,9 +17,11 @@ is judged again against a float64 reference when one is given (``judge_against_r
 ``REFERENCE_MULTIPLE`` times eager's own largest error against float64, plus a floor of a tenth of the atol.
 The ratio is reported; NaN and Inf disagreements are never excused.
 
-A module compiled with ``Settings.precision`` "fp16"/"bf16" is judged by ``judge_reduced_precision`` instead:
-every output's error against float64 against eager's own error *at that precision* (``REDUCED_PRECISION_MULTIPLE``
-times it plus ``REDUCED_PRECISION_FLOOR``), NaN/Inf allowed only where eager at that precision has them.
+A module compiled with ``Settings.precision`` "fp16"/"bf16", or with ``Settings.tf32`` ("tf32":
+``trtcheck.engines.precision.judged_precision``), is judged by ``judge_reduced_precision`` instead: every output's
+error against float64 against eager's own error *at that precision* (``REDUCED_PRECISION_MULTIPLE`` times it plus
+``REDUCED_PRECISION_FLOOR``), NaN/Inf allowed only where float64 has them (at tf32, which keeps float32's range,
+where eager under TF32 has them).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
+
+from trtcheck.engines.precision import unit_roundoff
 
 ROOT = "out"
 
@@ -105,7 +109,7 @@ class OutputComparison:
     # compiled and of the eager output against float64, and their ratio (None: no reference was consulted).
     reference_error: float | None = None
     eager_reference_error: float | None = None
-    # "fp16"/"bf16" when the eager error above is eager's at that precision (``judge_reduced_precision``), else "".
+    # "fp16"/"bf16"/"tf32" when the eager error above is eager's at that precision (``judge_reduced_precision``), else "".
     eager_precision: str = ""
 
     @property
@@ -205,35 +209,35 @@ REDUCED_PRECISION_MULTIPLE = 4.0
 ONNX node of the lowered, decomposed graph (a softmax is five nodes, each rounded), where eager rounds after each
 PyTorch op and keeps some fused ones in float32 inside; measured ratios of correct conversions: docs/precision.md,
 "Measured"."""
-REDUCED_PRECISION_FLOOR = {"fp16": 1e-4, "bf16": 1e-3}
+REDUCED_PRECISION_FLOOR = {"fp16": 1e-4, "bf16": 1e-3, "tf32": 1e-4}
 """The absolute error against float64 any output may have at that precision (a tenth of the dtype's default atol):
-an output eager computes exactly still rounds once in the engine."""
+an output eager computes exactly still rounds once in the engine. "tf32" (``Settings.tf32``): fp16's, the mantissa
+TF32 rounds matmul and convolution factors to being fp16's."""
 
-
-UNIT_ROUNDOFF = {"fp16": 2.0**-11, "bf16": 2.0**-8}
-"""Half an epsilon of the precision's dtype: the largest relative error of one rounding."""
 ROUNDING_BOUND_CAP = 0.5
 """The most any depth excuses, relative to the output's scale: an output off by half its scale is not rounded."""
 
 
 def rounding_bound(precision: str, depth: int | None) -> float:
     """The largest error against float64, relative to the output's scale (its largest finite float64 magnitude), that
-    ``depth`` roundings at ``precision`` may leave: ``2 * depth * u`` (``u``: ``UNIT_ROUNDOFF``; Higham's worst-case
+    ``depth`` roundings at ``precision`` may leave: ``2 * depth * u`` (``u``: ``trtcheck.engines.precision
+    .unit_roundoff``, "fp16", "bf16" or "tf32"; Higham's worst-case
     ``depth * u`` of a chain of roundings, doubled for an engine that rounds its inputs and outputs too), at most
     ``ROUNDING_BOUND_CAP``. ``depth`` None (not counted): the cap alone."""
     if depth is None:
         return ROUNDING_BOUND_CAP
-    return min(ROUNDING_BOUND_CAP, 2 * max(int(depth), 1) * UNIT_ROUNDOFF[precision])
+    return min(ROUNDING_BOUND_CAP, 2 * max(int(depth), 1) * unit_roundoff(precision))
 
 
 def judge_reduced_precision(comparison: Comparison, low: Any, actual: Any, reference: Any, precision: str,
                             depth: int | None = None) -> Comparison:
     """Judge every output of ``comparison`` (eager in the model's dtype against a module compiled with
-    ``Settings.precision`` = ``precision``) against ``reference`` (eager in float64) and ``low`` (eager run in
-    ``precision``: ``reference.reduced_precision_outputs``): an output passes when its largest finite error against
-    float64 is at most ``REDUCED_PRECISION_MULTIPLE`` times eager's at that precision plus
-    ``REDUCED_PRECISION_FLOOR``, and it is NaN or infinite only where float64 is: an overflow to inf fails even when
-    eager in fp16 overflows too (the model then needs ``Settings.fp32_nodes``; the message says so). Every output
+    ``Settings.precision`` = ``precision``, or with ``Settings.tf32`` for "tf32") against ``reference`` (eager in
+    float64) and ``low`` (eager run in ``precision``: ``reference.reduced_precision_outputs``): an output passes when
+    its largest finite error against float64 is at most ``REDUCED_PRECISION_MULTIPLE`` times eager's at that precision
+    plus ``REDUCED_PRECISION_FLOOR``, and it is NaN or infinite only where float64 is: an overflow to inf fails even when
+    eager in fp16 overflows too (the model then needs ``Settings.fp32_nodes``; the message says so). At "tf32" (float32's
+    range) NaN and Inf must be those of ``low``, eager under TF32: the model's own overflow is no TF32 error. Every output
     gets its ratio (passing ones too: the report shows it per output); the comparison is changed in place and
     returned.
 
@@ -274,7 +278,8 @@ def _judge(comparison: Comparison, yardstick: Any, actual: Any, reference: Any, 
         finite = eager.isfinite() & compiled.isfinite()
         # Reduced precision: an inf or NaN must be float64's own (an overflow eager in fp16 shares is still the
         # model's range problem, which fp32_nodes fixes); float32: eager's (the model's own overflow).
-        nonfinite_reference = exact if precision else eager
+        # TF32 keeps float32's range: an inf eager in float32 under TF32 has too is the model's own, as at fp32.
+        nonfinite_reference = exact if precision and precision != "tf32" else eager
         same_nonfinite = _same_nonfinite(nonfinite_reference, compiled)
         output.eager_precision = precision
         output.eager_reference_error = _largest_error(eager[finite], exact[finite])
@@ -294,8 +299,7 @@ def _judge(comparison: Comparison, yardstick: Any, actual: Any, reference: Any, 
                 f"{scale:.3g}, more than the {bound:.3g} that {precision}'s unit roundoff allows over the model's depth "
                 f"({'not counted' if depth is None else f'{depth} ops'}): the model does not compute this output in "
                 f"{precision}, {eager_name} errs by {output.eager_reference_error:.3g} too (an overflow, underflow or "
-                f"cancellation inside); keep the nodes that cause it in float32 (Settings.fp32_nodes; `trtcheck "
-                f"precision` searches for them)"
+                f"cancellation inside); {_precision_fix(precision)}"
             )
         elif output.reference_error <= allowed and same_nonfinite:
             output.passed = True
@@ -304,13 +308,13 @@ def _judge(comparison: Comparison, yardstick: Any, actual: Any, reference: Any, 
                 f"{output.reference_error:.3g} against {eager_name}'s {output.eager_reference_error:.3g} (ratio {ratio} "
                 f"<= {multiple:g}, floor {slack:.3g})"
             )
-        elif not same_nonfinite and precision:
+        elif not same_nonfinite and nonfinite_reference is exact:
             overflowed = compiled.isfinite().logical_not() & exact.isfinite()
             shared = int((overflowed & eager.isfinite().logical_not()).sum())
             output.message += (
                 f"; {int(overflowed.sum())} element(s) are inf or NaN where float64 is finite ({shared} of them in "
-                f"{eager_name} too): {precision}'s range or rounding takes them there, not only the conversion; keep the "
-                f"nodes that cause it in float32 (Settings.fp32_nodes; `trtcheck precision` searches for them)"
+                f"{eager_name} too): {precision}'s range or rounding takes them there, not only the conversion; "
+                f"{_precision_fix(precision)}"
             )
         elif not same_nonfinite:
             output.message += f"; its NaN/Inf are not those of {eager_name}"
@@ -322,6 +326,15 @@ def _judge(comparison: Comparison, yardstick: Any, actual: Any, reference: Any, 
             )
     comparison.passed = all(output.passed for output in comparison.outputs)
     return comparison
+
+
+def _precision_fix(precision: str) -> str:
+    """What to change when ``precision``'s rounding, not the conversion, ruins an output: under a reduced
+    ``Settings.precision`` some nodes stay in float32; TF32 (float32 values, only matmul and convolution factors
+    rounded) has no nodes to keep, only the flag to clear."""
+    if precision == "tf32":
+        return "build without TF32 (Settings(tf32=False)): its matmul and convolution factors keep 10 mantissa bits"
+    return "keep the nodes that cause it in float32 (Settings.fp32_nodes; `trtcheck precision` searches for them)"
 
 
 def _same_nonfinite(reference: torch.Tensor, value: torch.Tensor) -> bool:

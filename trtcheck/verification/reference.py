@@ -21,6 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from trtcheck.dtypes import PRECISION_DTYPES
+from trtcheck.engines.precision import tf32_rounding
 from trtcheck.verification.inputs import cloned
 from trtcheck.verification.state import restore_state
 
@@ -71,23 +72,27 @@ def reduced_precision_outputs(
     model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any], precision: str,
     state: Mapping[str, torch.Tensor] | None = None,
 ) -> tuple[Any, str]:
-    """``model``'s outputs computed by eager in ``precision`` ("fp16" or "bf16": the model's floating parameters
-    and buffers and its floating inputs cast to that dtype; float64 values too), and ``""``; or None and why it
-    could not run. What eager itself errs by at that precision: the yardstick of a compiled module built with
-    ``Settings.precision`` (``equivalence.judge_reduced_precision``). ``model`` is copied and never changed."""
-    dtype = PRECISION_DTYPES[precision]
+    """``model``'s outputs computed by eager in ``precision``, and ``""``; or None and why it could not run. "fp16" or
+    "bf16": the model's floating parameters and buffers and its floating inputs cast to that dtype (float64 values
+    too). "tf32" (``Settings.tf32``): the model in float32 under ``trtcheck.engines.precision.tf32_rounding``, every
+    float32 matmul and convolution factor rounded to TF32 as the engine rounds them. What eager itself errs by at that
+    precision: the yardstick of a compiled module built with it (``equivalence.judge_reduced_precision``). ``model``
+    is copied and never changed."""
+    dtype = torch.float32 if precision == "tf32" else PRECISION_DTYPES[precision]
     try:
         twin = _cast_twin(model, state, dtype)
     except Exception as error:  # noqa: BLE001 - a model that cannot be copied or cast has no such reference
         return None, f"the model could not be copied to {dtype}: {type(error).__name__}: {error}"
     narrow = lambda x: x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x  # noqa: E731
     low = tree_map(narrow, (cloned(tuple(args)), cloned(dict(kwargs))))
+    rounding = tf32_rounding() if precision == "tf32" else _WidenWhereMissing(dtype)
     try:
-        with torch.no_grad(), _WidenWhereMissing(dtype):
+        with torch.no_grad(), rounding:
             return twin(*low[0], **low[1]), ""
     except Exception as error:  # noqa: BLE001 - a model that fails in that dtype for another reason: no yardstick
         text = str(error).strip()
-        return None, f"eager fails in {dtype}: {type(error).__name__}: {text.splitlines()[0] if text else ''}"
+        where = "float32 under TF32 rounding" if precision == "tf32" else dtype
+        return None, f"eager fails in {where}: {type(error).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 def _cast_twin(model: torch.nn.Module, state: Mapping[str, torch.Tensor] | None, dtype: torch.dtype) -> Any:

@@ -8,8 +8,8 @@ where each node runs and why, what differs, and where the standalone repro was w
 ``verify`` is a driver: its options become one ``VerifyRequest`` (checked before anything runs), then each check
 family runs in turn, each in its own module: the partition's invariants (``invariants``), the stitched graph's
 (``stitched``), the model's state (``state``), determinism (``determinism``), the call modes (``modes``),
-equivalence on every input set (``comparisons``, judged by ``equivalence`` and, below fp32, ``precision``), the
-fp16/bf16 ranges (``ranges``), then, on a failure, localization (``localize``) and the repro (``repro``).
+equivalence on every input set (``comparisons``, judged by ``equivalence`` and, below fp32 or with TF32,
+``precision``), the fp16/bf16 ranges (``ranges``), then, on a failure, localization (``localize``) and the repro (``repro``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from torch.utils._pytree import tree_flatten
 
 from trtcheck.compiler.pipeline import compile
 from trtcheck.engines import describe_backend
+from trtcheck.engines.precision import judged_precision
 from trtcheck.errors import VerificationError
 from trtcheck.lowering.export import Source, source_of
 from trtcheck.partitioning.decisions import Support
@@ -170,8 +171,9 @@ def verify_request(
         compared = compare_on_input_sets(compiled, eager, input_sets, kwargs, request, cache, on_examples, grad=bool(mode_violations))
         report.comparisons, report.notes = compared.comparisons, report.notes + compared.notes
         report.violations += mode_output_violations(in_modes, compared.first, request.rtol, request.atol)
-        report.violations += scalar_input_violations(eager, compiled, args, kwargs, request.rtol, request.atol, request.settings.precision)
-        if request.settings.precision != "fp32":
+        judged = judged_precision(request.settings)  # tf32 is judged against eager under TF32 rounding
+        report.violations += scalar_input_violations(eager, compiled, args, kwargs, request.rtol, request.atol, judged)
+        if request.settings.precision != "fp32":  # ranges: tf32 keeps float32's, nothing to find
             report.range_findings, note = compiled_range_findings(compiled, args, kwargs, request.settings.precision)
             report.notes += [note] if note else []
         failing = next((i for i, comparison in enumerate(report.comparisons) if not comparison.passed), None)
