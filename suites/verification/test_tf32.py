@@ -129,3 +129,15 @@ def test_an_overflow_eager_in_float32_shares_is_the_models_own_at_tf32():
     overflowed = torch.tensor([float("inf"), float("inf"), -0.25 - 1e-4])
     alone = judge_reduced_precision(compare_outputs(expected, overflowed), low, overflowed, exact, "tf32", depth=3)
     assert not alone.passed and "its NaN/Inf are not those of eager in tf32" in str(alone)
+
+
+def test_a_tf32_localization_says_its_sub_engines_are_plain_float32():
+    """A failure at tf32 is localized with float32 sub-engines; the localization says so, as it does at fp16, rather
+    than present a TF32 rounding difference as a converter's error."""
+    model, x = large_k()
+    with converters.Snapshot():
+        converters.register(A.relu.default, override=True)(_relu_as_negation)
+        with pytest.raises(trtcheck.VerificationError) as info:
+            trtcheck.verify(model, (x,), TF32, backend="onnxruntime", num_inputs=1)
+    notes = info.value.report.localization.notes
+    assert notes and notes[0].startswith("the engines run with TF32"), notes

@@ -47,6 +47,7 @@ import torch.fx
 from trtcheck.compiler.engine_build import build_graph_engine
 from trtcheck.conversion import get as converter_of
 from trtcheck.engines import Engine, TensorSpec
+from trtcheck.engines.precision import judged_precision
 from trtcheck.lowering.graph import flat_inputs as flattened
 from trtcheck.names import node_source
 from trtcheck.partitioning.extract import nodes_module, segment_module
@@ -450,8 +451,14 @@ def localize(
                 graph, check.index, graph.partition.segments[check.index], backend, rtol, atol, clock, found, reference)
         except Exception as error:  # noqa: BLE001 - a localization that breaks must not hide the failure it explains
             found.notes.append(f"the culprit op could not be found: {type(error).__name__}: {error}")
-    precision = compiled.partition.settings.precision
-    if precision != "fp32":  # the engines round like fp16/bf16; the sub-engines and the local rule are float32's
+    precision = judged_precision(compiled.partition.settings)
+    if precision == "tf32":  # the engines round every matmul's and convolution's factors; the sub-engines do not
+        found.notes = [note for note in found.notes if "(a fusion)" not in note]
+        found.notes.insert(0, (
+            "the engines run with TF32 (matmul and convolution inputs rounded to 10 mantissa bits), but this localization "
+            "builds its sub-engines in plain float32 and judges them by float32's rule: a segment failing here may be "
+            "TF32's rounding, not a converter; verify without tf32 to localize a converter error"))
+    elif precision != "fp32":  # the engines round like fp16/bf16; the sub-engines and the local rule are float32's
         found.notes = [note for note in found.notes if "(a fusion)" not in note]
         found.notes.insert(0, (
             f"the engines run in {precision}, but this localization builds its sub-engines in float32 and judges them "
