@@ -70,9 +70,12 @@ def test_large_k_speed(trtcheck_benchmark):
 """
 
 
-def test_tf32_benchmarks_are_their_own_group_and_judged_at_tf32(pytester):
+def test_tf32_benchmarks_are_their_own_group_and_judged_at_tf32(pytester, monkeypatch):
     """The benchmark's equivalence check (``timing.compile_once``) judges at tf32 as verify does, and its group and
-    recorded precision say tf32 (``benchmarking.preset_label``): the report keeps it apart from fp32's."""
+    recorded precision say tf32 (``benchmarking.preset_label``): the report keeps it apart from fp32's. (Run in this
+    process, the inner pytest would see this xdist worker's PYTEST_XDIST_WORKER, and pytest-benchmark, reading it,
+    would time nothing and write no JSON: the default tier runs under -n 2.)"""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     pytester.makepyfile(test_speed=LARGE_K_BENCHMARK)
     result = pytester.runpytest("-p", "no:xdist", "--trtcheck", "--trtcheck-backend", "onnxruntime", "--trtcheck-settings",
                                 "min_block_size_1", "--trtcheck-precision", "tf32", "--benchmark-json=out.json",

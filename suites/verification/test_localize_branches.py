@@ -72,6 +72,7 @@ def test_a_wrong_converter_in_a_while_loop_body_is_the_culprit_named_with_its_it
     assert after.where == "" and after.local_passed and not after.accumulated_passed, message
 
 
+@pytest.mark.slow  # the default tier keeps a cond branch, a loop body and a top-level bug
 def test_a_wrong_loop_condition_is_the_culprit_though_it_hands_on_no_floating_value():
     """The condition's segment is one ``lt`` whose bool output is all it hands on: the sub-engines compare floating
     values only, so this used to end in "fails as one engine but not as a sub-engine (a fusion)", no culprit."""
@@ -103,6 +104,7 @@ class Doubling(nn.Module):
         return h + 1.0
 
 
+@pytest.mark.slow  # the default tier keeps a cond branch, a loop body and a top-level bug
 def test_a_loop_body_wrong_only_in_a_later_iteration_names_that_iteration():
     torch.manual_seed(0)
     inputs = (torch.randn(4, 8),)
@@ -134,6 +136,7 @@ class Nested(nn.Module):
         return h + 1.0
 
 
+@pytest.mark.slow  # the default tier keeps a cond branch, a loop body and a top-level bug
 def test_a_wrong_converter_in_a_cond_inside_a_loop_body_is_named_with_both_places():
     torch.manual_seed(0)
     found, message = _localization(Nested().eval(), (torch.randn(4, 8),), aten.tanh.default, None)
@@ -154,6 +157,7 @@ def test_a_wrong_top_level_op_of_a_model_with_a_cond_is_named_and_no_branch_engi
     assert math.isfinite(culprit.local_error) and culprit.local_error > 0
 
 
+@pytest.mark.slow  # the default tier keeps a cond branch, a loop body and a top-level bug
 def test_a_wrong_op_that_flips_a_conds_predicate_is_named_and_the_flip_is_said():
     def negated(ctx, node, out):  # the stem's tanh negated: the predicate h.sum() > 0 flips on every input
         return ctx.add("Neg", [out])
