@@ -24,6 +24,7 @@ from trtcheck.conversion.arguments import bind
 from trtcheck.conversion.ops._common import TENSORRT_DTYPES, engine_refusal
 from trtcheck.engines.base import onnx_elem_type
 from trtcheck.errors import EngineBuildError, LoweringError
+from trtcheck.names import node_source
 from trtcheck.partitioning.partition import Fallback
 
 A = torch.ops.aten
@@ -414,7 +415,8 @@ def test_partition_with_fallbacks_retargets_records_and_merges_in_a_new_partitio
     after = partition.with_fallbacks({0: Fallback(RuntimeError("nope"), "engine build failed")})
     message = "RuntimeError: nope [engine build failed]"
     assert [s.target for s in after.segments] == [Target.TORCH, Target.TENSORRT]  # merged with its neighbour
-    assert after.fallbacks == [f"segment @0 ({size} nodes) runs in PyTorch: {message}"]
+    source = node_source(partition.segments[0].nodes[0])  # where in the user's code the segment came from
+    assert source and after.fallbacks == [f"segment @0 ({size} nodes) runs in PyTorch: {message} [from {source}]"]
     node = next(n for n in after.compute_nodes if n.target == A.relu.default)
     assert after.reasons[node].kind is ReasonKind.CONVERSION_FAILED and after.reasons[node].detail == message
     assert partition.surviving_indices(after) == {2: 1}  # what engines built per segment are re-keyed by

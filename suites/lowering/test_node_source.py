@@ -50,3 +50,10 @@ def test_a_node_torch_export_kept_nothing_for_has_no_source():
     x = graph.placeholder("x")
     node = graph.call_function(torch.ops.aten.relu.default, (x,))
     assert node_source(node) == ""
+
+
+def test_explain_names_where_each_node_came_from():
+    """``Partition.explain``'s line per node ends with its source, so a fallback reason points at the user's code."""
+    partition = trtcheck.partition(Net().eval(), (torch.randn(2, 4),), trtcheck.Settings(torch_executed_ops=["aten::relu"]))
+    (line,) = [line for line in partition.explain().splitlines() if line.startswith("relu (aten::relu)")]
+    assert line.endswith(f"[from the model itself (Net), {__file__}:{_line('LINE_OF_NET')}]"), line

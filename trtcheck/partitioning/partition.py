@@ -18,6 +18,7 @@ import torch.fx
 
 from trtcheck.lowering.graph import is_mutable_state
 from trtcheck.lowering.symbols import dim_range, symbol_ranges, value_bytes
+from trtcheck.names import node_source
 from trtcheck.partitioning.explain import ExplainSummary
 from trtcheck.partitioning.nodes import branch_names, counts_toward_block_size, is_compute, is_tensor_value, op_name
 from trtcheck.partitioning.reasons import Reason, ReasonKind, Target
@@ -175,7 +176,7 @@ class Partition:
             target = segment.target
             if index in failed:
                 message = failed[index].message
-                fallbacks.append(f"segment @{index} ({len(segment.nodes)} nodes) runs in PyTorch: {message}")
+                fallbacks.append(f"segment @{index} ({len(segment.nodes)} nodes) runs in PyTorch: {message}{_from(segment.nodes)}")
                 reasons.update({node: Reason(ReasonKind.CONVERSION_FAILED, message) for node in segment.nodes})
                 target = Target.TORCH
             segments.append(Segment(target, list(segment.nodes), segment.do_not_merge))
@@ -257,7 +258,7 @@ class Partition:
             target = targets[id(part)].get(node)
             where = target.display if target is not None else "unplaced"
             name = f"{path}/{node.name}" if path else node.name
-            lines.append(f"{name} ({op_name(node)}): {where} - {part.reasons.get(node, 'no reason recorded')}")
+            lines.append(f"{name} ({op_name(node)}): {where} - {part.reasons.get(node, 'no reason recorded')}{_from([node])}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -272,6 +273,13 @@ class Partition:
                 lines.append(f"Sub-partition {name}{owner}:")
                 lines.append(textwrap.indent(str(sub) or "(no compute nodes)", "    "))
         return "\n".join(lines)
+
+
+def _from(nodes: Iterable[torch.fx.Node]) -> str:
+    """`` [from layers.3.attention (Attention), model.py:42]``: where in the user's code the first of ``nodes`` that
+    torch.export kept a module path or a stack trace for came from (``names.node_source``); ``""`` when none has one."""
+    source = next((found for found in map(node_source, nodes) if found), "")
+    return f" [from {source}]" if source else ""
 
 
 def _count_line(segments: list[Segment]) -> str:
