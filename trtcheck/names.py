@@ -248,6 +248,10 @@ def node_source(node: torch.fx.Node) -> str:
 
 
 def _in_library(file: str) -> bool:
+    """A frame of PyTorch's own code, or of the code torch.fx generates for a GraphModule's forward (``<eval_with_key>.N``:
+    a branch graph of ``torch.cond`` re-traced, never a line the user wrote)."""
+    if file.startswith("<eval_with_key>"):
+        return True
     try:
         resolved = str(pathlib.Path(file).resolve())
     except (OSError, ValueError):

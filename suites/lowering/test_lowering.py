@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch.export import Dim
 
 import trtcheck_zoo
-from trtcheck.errors import LoweringError
+from trtcheck.errors import InputMismatchError, LoweringError
 from trtcheck.lowering.decompositions import core_aten_table, kept_whole
 from trtcheck.lowering.export import LOWERING_SECONDS, LoweringCache, independent_inputs, lower
 from trtcheck.lowering.graph import copy_graph_module, is_mutable_state, own_mutable_state, writes_to
@@ -153,8 +153,11 @@ def test_an_exported_program_is_lowered_without_tracing_again():
     program = torch.export.export(model, inputs)
     assert len(TRACES) == 1
     gm = lower(program, inputs)
-    other = lower(program, (torch.randn(5, 4),))  # the program's own shapes, not those of new example inputs
+    other = lower(program, (torch.randn(2, 4),))  # new values of the program's own shapes
     assert len(TRACES) == 1  # forward never ran again
+    with pytest.raises(InputMismatchError, match="dim 0 is 5, but it is static: 2"):  # other sizes than it was exported for
+        lower(program, (torch.randn(5, 4),))
+    assert len(TRACES) == 1
     assert node(gm, "x").meta["val"].shape == node(other, "x").meta["val"].shape == (2, 4)
     assert all(torch.Tag.core in n.target.tags for n in calls(gm))
     assert [path for path, _ in node(gm, "addmm").meta["nn_module_stack"].values()] == ["", "fc"]

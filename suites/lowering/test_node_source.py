@@ -57,3 +57,19 @@ def test_explain_names_where_each_node_came_from():
     partition = trtcheck.partition(Net().eval(), (torch.randn(2, 4),), trtcheck.Settings(torch_executed_ops=["aten::relu"]))
     (line,) = [line for line in partition.explain().splitlines() if line.startswith("relu (aten::relu)")]
     assert line.endswith(f"[from the model itself (Net), {__file__}:{_line('LINE_OF_NET')}]"), line
+
+
+class Branches(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda t: t.relu(), lambda t: t.sigmoid(), (x,))  # LINE_OF_COND
+
+
+def test_a_branch_node_is_not_sourced_to_code_torch_fx_generated():
+    """A re-traced branch graph's stack trace is torch.fx's generated forward (``<eval_with_key>.N``), no line the user
+    wrote: the user's frame before it, the ``torch.cond`` call, is the source (torch.export keeps no line inside the
+    branch function); before, explain said '[from <eval_with_key>.6:6]'."""
+    partition = trtcheck.partition(Branches().eval(), (torch.randn(2, 4),), trtcheck.Settings(min_block_size=1))
+    text = partition.explain()
+    expected = f"true_graph_0/relu (aten::relu): TensorRT - convertible [from {__file__}:{_line('LINE_OF_COND')}]"
+    assert expected in text.splitlines(), text
+    assert "eval_with_key" not in text
