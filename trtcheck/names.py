@@ -247,6 +247,13 @@ def node_source(node: torch.fx.Node) -> str:
     return ", ".join(parts)
 
 
+def from_source(source: str) -> str:
+    """``from layers.1 (Block), model.py:23``: how a culprit or a node names where in the user's code it came from,
+    ``source`` being ``node_source``'s answer; ``""`` when it is ``""``. Localization's culprit, reduction's culprits
+    and the HTML page all say it so."""
+    return f"from {source}" if source else ""
+
+
 def _in_library(file: str) -> bool:
     """A frame of PyTorch's own code, or of the code torch.fx generates for a GraphModule's forward (``<eval_with_key>.N``:
     a branch graph of ``torch.cond`` re-traced, never a line the user wrote)."""

@@ -149,3 +149,44 @@ def test_the_page_renders_both_targets_in_chromium(seed_partition, tmp_path):
         red, green, blue = (int(color[i : i + 2], 16) / 255 for i in (1, 3, 5))
         close = (abs(pixels[..., 0] - red) < 0.02) & (abs(pixels[..., 1] - green) < 0.02) & (abs(pixels[..., 2] - blue) < 0.02)
         assert close.sum() > 5000, color
+
+
+class _Block(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x) + 1  # LINE_OF_BLOCK
+
+
+class _Sourced(torch.nn.Module):
+    """A module path with HTML in it (a ``ModuleDict`` key may hold any character but '.'): the page escapes it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleDict({"b<0>&": _Block()})
+
+    def forward(self, x):
+        return self.blocks["b<0>&"](x).sigmoid()  # LINE_OF_MODEL
+
+
+def _line(marker: str) -> int:
+    with open(__file__) as file:
+        return next(number for number, text in enumerate(file, 1) if text.rstrip().endswith(marker))
+
+
+def test_tooltips_and_torch_reasons_name_each_node_s_source_escaped():
+    """Issue 43: every fallback reason names the user's source, on the page as in ``explain``: each node's tooltip
+    ends with ``from <module path> (<class>), file:line``, and the Torch nodes by reason are listed by source."""
+    partition = trtcheck.partition(_Sourced().eval(), (torch.randn(2, 4),),
+                                   trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::relu", "aten::sigmoid"]))
+    page = partition_html(partition)
+    block, model = f"{__file__}:{_line('LINE_OF_BLOCK')}", f"{__file__}:{_line('LINE_OF_MODEL')}"
+    titles = re.findall(r"<g class=\"node\" data-segment=\"\d*\"><title>([^<]*)</title>", page)
+    by_name = {text.split("\n")[0]: text for text in titles}
+    assert by_name["relu"].endswith(f"\nfrom blocks.b&lt;0&gt;&amp; (_Block), {block}"), by_name["relu"]
+    assert by_name["add"].endswith(f"\nfrom blocks.b&lt;0&gt;&amp; (_Block), {block}"), by_name["add"]  # TensorRT too
+    assert by_name["sigmoid"].endswith(f"\nfrom the model itself (_Sourced), {model}"), by_name["sigmoid"]
+    assert "from" not in by_name["x"] + by_name["output"]
+    reasons = page[page.index("Torch nodes by reason"):]
+    assert (f"<span class=names>relu</span> <span class=source>from blocks.b&lt;0&gt;&amp; (_Block), {block}</span>"
+            in reasons), reasons
+    assert f"<span class=names>sigmoid</span> <span class=source>from the model itself (_Sourced), {model}</span>" in reasons
+    assert "b<0>" not in page

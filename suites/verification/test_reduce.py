@@ -181,3 +181,38 @@ def test_a_culprit_of_a_dynamic_shape_model_reproduces_from_its_folder(tmp_path)
     assert _run_repro(folder) == 0  # PASS once restored
     config = json.loads((folder / "settings.json").read_text())
     assert config["dims"], config  # the symbolic sizes of the cut, by input
+
+
+class _Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.tanh(self.fc(x))  # THE_TANH
+
+
+class _Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList([_Block(), _Block()])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_each_culprit_names_its_module_path_and_the_users_line():
+    """Issue 43: every culprit names the user's source; reduce's say it as localization's culprit does
+    (``from layers.1 (Block), file.py:23``), so that ``trtcheck reduce`` points at the user's code."""
+    import pathlib
+
+    line = next(n for n, text in enumerate(pathlib.Path(__file__).read_text().splitlines(), 1) if text.endswith("# THE_TANH"))
+    torch.manual_seed(0)
+    with planted(aten.tanh.default, {"tanh_1"}, off_by(1.01)):
+        reduction = reduce_model(_Net().eval(), (torch.randn(2, 8),), trtcheck.Settings(min_block_size=1), backend=ORT)
+    (culprit,) = reduction.culprits
+    assert culprit.nodes == ["tanh_1"], str(reduction)
+    assert culprit.sources == [f"layers.1 (_Block), {__file__}:{line}"]
+    assert f"tanh_1 = aten.tanh.default (from layers.1 (_Block), {__file__}:{line}): " in str(reduction), str(reduction)

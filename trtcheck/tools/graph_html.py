@@ -2,8 +2,9 @@
 
 ``trtcheck partition TARGET --html FILE`` writes it. The page needs no network (inline SVG, CSS and a few
 lines of JS, no CDN), so it can be attached to a CI run or mailed as it is. Each node shows its op and
-output shape; hovering shows its name, segment, target and the reason it runs there (an SVG ``<title>``,
-which every browser shows as a tooltip); clicking a node or a legend entry highlights its segment.
+output shape; hovering shows its name, segment, target, the reason it runs there and where in the user's code it
+came from (an SVG ``<title>``, which every browser shows as a tooltip); clicking a node or a legend entry highlights
+its segment. The Torch nodes by reason are listed beside the graph, each reason's nodes grouped by their source.
 
 Layout: nodes sit in rows by topological depth (the longest path from a graph input), and within a row
 they are ordered by the mean position of their inputs (one barycenter sweep), which keeps a branch
@@ -21,6 +22,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from trtcheck.names import from_source, node_source
 from trtcheck.partitioning.explain import ExplainSummary, reason_heading
 from trtcheck.partitioning.partition import Partition
 from trtcheck.partitioning.reasons import Target
@@ -46,10 +48,11 @@ _DTYPES = {
 def partition_html(partition: Partition, title: str = "trtcheck partition") -> str:
     """The page for ``partition``: the explain summary, a legend, and the graph as inline SVG."""
     summary = ExplainSummary.of(partition)
-    svg = _graph_svg(partition)
+    sources = _sources_by_name(partition)  # once: each is a walk of the node's stack trace
+    svg = _graph_svg(partition, sources)
     return _PAGE.format(
         title=html.escape(title),
-        summary=_summary_html(partition, summary),
+        summary=_summary_html(partition, summary, sources),
         svg=svg,
         style=_STYLE,
         script=_SCRIPT,
@@ -100,7 +103,7 @@ def layout(nodes: Sequence[torch.fx.Node]) -> dict[torch.fx.Node, tuple[int, flo
 # --- drawing --------------------------------------------------------------------------------------------
 
 
-def _graph_svg(partition: Partition) -> str:
+def _graph_svg(partition: Partition, sources: dict[str, str]) -> str:
     nodes = _shown_nodes(partition.graph_module.graph)
     places = layout(nodes)
     segment_of = {node: (index, segment.target) for index, segment in enumerate(partition.segments) for node in segment.nodes}
@@ -134,7 +137,7 @@ def _graph_svg(partition: Partition) -> str:
                 bulge = max(x0, x1) + 16 + 2 * min(span, 12)
                 d = f"M{x0:.0f},{y0:.0f} C{bulge:.0f},{y0:.0f} {bulge:.0f},{y1:.0f} {x1:.0f},{y1:.0f}"
             edges.append(f'<path class="{css}" d="{d}"/>')
-        boxes.append(_node_svg(node, x, y, segment_of.get(node), fills, partition))
+        boxes.append(_node_svg(node, x, y, segment_of.get(node), fills, partition, sources.get(node.name, "")))
     return (
         f'<svg id="graph" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="partitioned graph">'
@@ -156,7 +159,13 @@ def segment_fills(partition: Partition) -> dict[int, str]:
 
 
 def _node_svg(
-    node: torch.fx.Node, x: float, y: float, placed: tuple[int, Target] | None, fills: dict[int, str], partition: Partition
+    node: torch.fx.Node,
+    x: float,
+    y: float,
+    placed: tuple[int, Target] | None,
+    fills: dict[int, str],
+    partition: Partition,
+    source: str = "",
 ) -> str:
     if placed is None:  # graph input, output, or (in a hand-made partition) an unplaced node
         fill, stroke, segment, where = IO_FILL, IO_STROKE, "", "graph input" if node.op == "placeholder" else node.op
@@ -175,6 +184,8 @@ def _node_svg(
     if reason is not None:
         heading = reason_heading(reason.kind, placed[1] if placed is not None else None)
         tooltip.append(f"reason: {heading}" + (f" - {reason.detail}" if reason.detail else ""))
+    if source:
+        tooltip.append(from_source(source))
     tag = f'<text class="seg" x="{x + BOX_W - 5:.0f}" y="{y + 13:.0f}">@{segment}</text>' if segment else ""
     return (
         f'<g class="node" data-segment="{segment}">'
@@ -220,7 +231,7 @@ def _fit(text: str, limit: int) -> str:
 # --- the page -------------------------------------------------------------------------------------------
 
 
-def _summary_html(partition: Partition, summary: ExplainSummary) -> str:
+def _summary_html(partition: Partition, summary: ExplainSummary, sources: dict[str, str]) -> str:
     fills = segment_fills(partition)
     engines = "".join(
         f'<li class="legend" data-segment="{e.index}"><span class="swatch" style="background:{fills[e.index]};'
@@ -238,20 +249,37 @@ def _summary_html(partition: Partition, summary: ExplainSummary) -> str:
     for group in summary.torch_groups:
         heading = reason_heading(group.kind, Target.TORCH)
         detail = f"<br><span class=detail>{html.escape(group.detail)}</span>" if group.detail else ""
-        groups.append(
-            f"<li><b>{html.escape(heading)}</b> ({len(group.nodes)}){detail}<br>"
-            f"<span class=names>{html.escape(', '.join(group.nodes))}</span></li>"
+        by_source: dict[str, list[str]] = {}  # the group's nodes by where they came from, in the order first seen
+        for name in group.nodes:
+            by_source.setdefault(sources.get(name, ""), []).append(name)
+        names = "<br>".join(
+            f"<span class=names>{html.escape(', '.join(members))}</span>"
+            + (f" <span class=source>{html.escape(from_source(source))}</span>" if source else "")
+            for source, members in by_source.items()
         )
+        groups.append(f"<li><b>{html.escape(heading)}</b> ({len(group.nodes)}){detail}<br>{names}</li>")
     reasons = f"<h2>Torch nodes by reason ({summary.torch_nodes})</h2><ul class=reasons>{''.join(groups)}</ul>" if groups else ""
     hidden = sum(node.op == "get_attr" for node in partition.graph_module.graph.nodes)
     return (
         f'<p class="coverage">{html.escape(summary.coverage_line())}<br>{html.escape(summary.engines_line())}<br>'
         f"{html.escape(partition.summary())}</p>"
         f"<h2>Segments</h2><ul class=segments>{engines}{torch_segments}</ul>"
-        f'<p class="hint">Hover a node for its reason; click a node or a segment to highlight the segment. '
+        f'<p class="hint">Hover a node for its reason and source; click a node or a segment to highlight the segment. '
         f"Thick dark edges cross a segment boundary. {hidden} parameter/constant node(s) are not drawn.</p>"
         f"{reasons}"
     )
+
+
+def _sources_by_name(partition: Partition) -> dict[str, str]:
+    """``names.node_source`` of every node of ``partition`` and its branches that has one, by the name
+    ``ExplainSummary`` gives it (``true_graph_0/relu`` in a branch)."""
+    found = {}
+    for path, part in partition.walk():
+        for node in part.graph_module.graph.nodes:
+            source = node_source(node) if node.op not in ("placeholder", "output", "get_attr") else ""
+            if source:
+                found[f"{path}/{node.name}" if path else node.name] = source
+    return found
 
 
 _STYLE = """
@@ -268,6 +296,7 @@ ul { padding-left: 0; list-style: none; margin: 0; } li { margin: 3px 0; }
 .swatch { display: inline-block; width: 14px; height: 14px; border: 2px solid; border-radius: 3px;
           vertical-align: middle; margin-right: 6px; box-sizing: border-box; }
 .reasons li { margin-bottom: 8px; } .detail { color: #555; } .names { font-family: monospace; font-size: 12px; }
+.source { color: #555; font-size: 12px; }
 .hint { color: #666; font-size: 12px; }
 svg text { font-family: ui-monospace, monospace; font-size: 11px; pointer-events: none; }
 svg text.op { font-weight: bold; } svg text.seg { text-anchor: end; fill: #444; font-size: 10px; }

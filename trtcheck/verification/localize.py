@@ -49,7 +49,7 @@ from trtcheck.conversion import get as converter_of
 from trtcheck.engines import Engine, TensorSpec
 from trtcheck.engines.precision import judged_precision
 from trtcheck.lowering.graph import flat_inputs as flattened
-from trtcheck.names import node_source
+from trtcheck.names import from_source, node_source
 from trtcheck.partitioning.extract import nodes_module, segment_module
 from trtcheck.partitioning.nodes import bound_operands, branch_names, is_control_flow, is_getitem
 from trtcheck.partitioning.partition import Partition, Segment
@@ -380,7 +380,7 @@ class Culprit:
             f"  {self.diagnosis()}",
         ]
         if self.source:
-            lines.insert(1, f"  from {self.source}")
+            lines.insert(1, f"  {from_source(self.source)}")
         lines += [f"  input {value}" for value in self.inputs]
         if self.message:
             lines.append(f"  {self.message}")

@@ -30,7 +30,7 @@ from trtcheck.compiler.pipeline import compile
 from trtcheck.engines import resolve_backend
 from trtcheck.lowering.export import source_of
 from trtcheck.lowering.graph import flat_inputs
-from trtcheck.names import checked_settings
+from trtcheck.names import checked_settings, from_source, node_source
 from trtcheck.partitioning.nodes import branch_names
 from trtcheck.partitioning.reasons import Target
 from trtcheck.settings import Settings
@@ -92,12 +92,15 @@ class Reduced:
     failure: str  # the first failing output's message
     repro: pathlib.Path | None = None
     where: str = ""  # the control-flow branch its nodes are in ("" for the lowered graph), as localization names it
+    sources: list[str] = field(default_factory=list)  # where in the user's code its nodes came from (``names.node_source``),
+    # each once, in the nodes' order: ``layers.1 (Block), model.py:23``
 
     def __str__(self) -> str:
         repro = f"; repro: python {self.repro / 'repro.py'}" if self.repro is not None else ""
         listed = ", ".join(f"{node} = {op}" for node, op in zip(self.nodes, self.ops))
         inside = f" in {self.where}" if self.where else ""
-        return f"{len(self.nodes)} node(s){inside}: {listed}: {self.failure}{repro}"
+        sources = f" ({'; '.join(map(from_source, self.sources))})" if self.sources else ""
+        return f"{len(self.nodes)} node(s){inside}: {listed}{sources}: {self.failure}{repro}"
 
 
 @dataclass
@@ -162,7 +165,8 @@ def reduce_graph(
         smallest = normalised(ddmin(remaining, fails, clock))
         check = check_nodes(gm, smallest, values, backend, rtol, atol)
         failure = next((o.message for o in check.comparison.outputs if not o.passed), "") if check.comparison else check.error
-        culprit = Reduced([n.name for n in smallest], [str(n.target) for n in smallest], failure)
+        sources = list(dict.fromkeys(source for source in map(node_source, smallest) if source))
+        culprit = Reduced([n.name for n in smallest], [str(n.target) for n in smallest], failure, sources=sources)
         if out_dir is not None:
             culprit.repro = write_reduced_repro(
                 pathlib.Path(out_dir) / f"culprit_{len(found.culprits) + 1}", gm, smallest, values, backend, rtol, atol, failure)
