@@ -16,6 +16,8 @@ from torch import nn
 import trtcheck
 from trtcheck.errors import VerificationError
 from trtcheck.verification.equivalence import compare_outputs, judge_reduced_precision, rounding_bound
+from trtcheck.verification.fp32_search import search_fp32_nodes
+from trtcheck.verification.reference import float64_outputs_and_depth
 
 
 class RMSNorm300(nn.Module):
@@ -71,3 +73,36 @@ def test_the_bound_grows_with_the_unit_roundoff_and_the_depth(precision, unit):
     assert rounding_bound(precision, 1) < rounding_bound(precision, 100)
     assert rounding_bound(precision, 100) == pytest.approx(min(0.5, 2 * 100 * unit))
     assert rounding_bound(precision, 10**6) == 0.5  # never an excuse for an output that is not even its sign's
+
+
+def test_the_fp32_search_keeps_the_overflowing_square_and_its_mean_in_float32():
+    """Issue 43, item 1: ``trtcheck precision`` answered "verifies in fp16 with no node in float32" for this model.
+    Now the search must find the nodes whose fp16 overflow breaks it, and verify must pass with them."""
+    model, x = _model(), torch.randn(8, 64, generator=torch.Generator().manual_seed(0))
+    found = search_fp32_nodes(model, (x,), "fp16", backend="onnxruntime", budget=120, timed=False)
+    assert found.fp32_nodes, str(found)
+    assert {"mul_1", "mean"} <= set(found.fp32_nodes), str(found)  # h * h overflows; its mean reads the infinities
+    trtcheck.verify(model, (x,), trtcheck.Settings(precision="fp16", fp32_nodes=found.fp32_nodes), localize_budget=0)
+
+
+class Encoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.encoder(x)
+
+
+def test_the_depth_counts_the_ops_inside_a_fused_transformer_layer():
+    """The float64 reference counts the ops eager runs, and ``nn.TransformerEncoder``'s inference fast path is one
+    fused op to that count: the zoo's ``transformer_encoder_dynamic_seq`` got a depth of 1, a bound of 2u, and a false
+    FAIL at fp16 (0.00101 of its scale against 0.000977). Attention now runs as its ops while the reference counts."""
+    torch.manual_seed(0)
+    model, x = Encoder().eval(), torch.randn(2, 8, 32)
+    exact, why, depth = float64_outputs_and_depth(model, (x,), {})
+    assert exact is not None, why
+    assert depth >= 2 * 10, depth  # two layers, each of a dozen ops or more (projections, softmax, norms, feed-forward)
+    assert torch.backends.mha.get_fastpath_enabled()  # left as it was
+    trtcheck.verify(model, (x,), trtcheck.Settings(min_block_size=1, precision="fp16"), backend="onnxruntime", localize_budget=0)

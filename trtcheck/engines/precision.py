@@ -480,12 +480,22 @@ def tf32_rounding() -> Iterator[None]:
     scaled-dot-product attention kernels (only ``SDPBackend.MATH``, whose ``bmm``s are rounded). Measured on
     ``transformer_encoder_dynamic_seq``: with the fast path left on, eager's error was 685 times smaller than the
     TF32 engine's, a yardstick of plain float32."""
+    with unfused_attention(), _Tf32Rounding():
+        yield
+
+
+@contextlib.contextmanager
+def unfused_attention() -> Iterator[None]:
+    """Eager inside runs attention as the ops it is made of: the ``nn.MultiheadAttention``/``TransformerEncoderLayer``
+    fast path (``torch.backends.mha``) off, and scaled-dot-product attention on its math path (``SDPBackend.MATH``).
+    For the references that watch eager's ops through a dispatch mode: a fused kernel is one op to the mode, though it
+    computes (and an engine rounds) dozens."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     fastpath = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
     try:
-        with sdpa_kernel([SDPBackend.MATH]), _Tf32Rounding():
+        with sdpa_kernel([SDPBackend.MATH]):
             yield
     finally:
         torch.backends.mha.set_fastpath_enabled(fastpath)

@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from trtcheck.dtypes import PRECISION_DTYPES
-from trtcheck.engines.precision import tf32_rounding
+from trtcheck.engines.precision import tf32_rounding, unfused_attention
 from trtcheck.verification.inputs import cloned
 from trtcheck.verification.state import restore_state
 
@@ -45,7 +45,8 @@ def float64_outputs_and_depth(
     ``torch.fx.GraphModule`` in the model (itself, or one it calls) also has every ``dtype=`` argument of a floating
     type retargeted to float64. The third value is the model's depth in roundings: the ops the call ran that
     compute a value (views and copies not counted), what ``equivalence.rounding_bound`` allows for (0 when it
-    did not run).
+    did not run). Attention runs unfused (``unfused_attention``): ``nn.TransformerEncoder``'s fast path is one op to
+    the count, and ``transformer_encoder_dynamic_seq`` got a depth of 1 and a false FAIL at fp16 from it.
     """
     try:
         twin = _cast_twin(model, state, torch.float64)
@@ -57,7 +58,7 @@ def float64_outputs_and_depth(
     torch.set_default_dtype(torch.float64)
     mode = _RoundWhereTheModelCasts()
     try:
-        with torch.no_grad(), mode:
+        with torch.no_grad(), unfused_attention(), mode:
             return twin(*wide[0], **wide[1]), "", mode.depth
     except Exception as error:  # noqa: BLE001 - an op without a float64 kernel: the tolerances' verdict stands
         text = str(error).strip()
