@@ -308,3 +308,38 @@ def test_a_converted_model_compiles_and_verifies_in_fp16_without_fallbacks():
     compiled = trtcheck.compile(model, x, Settings(min_block_size=1, precision="fp16"), backend="onnxruntime")
     assert compiled.partition.fallbacks == [] and compiled.partition.summary().startswith("1 segment: 1 TensorRT")
     trtcheck.verify(model, x, Settings(min_block_size=1, precision="fp16"), backend="onnxruntime")
+
+
+def test_a_float32_value_handed_out_through_an_identity_is_not_rounded():
+    """An engine's outputs are Identities of the values it returns (trtcheck's converters name them ``output/...``).
+    An Identity computes nothing, so a kept node's float32 result (and an engine input handed straight out) leaves in
+    float32: before, the Identity ran in the low type and cast the kept ``div`` down and up on its way out, so the zoo's
+    ``seed_lgamma`` with ``fp32_nodes=["div"]`` at bf16 still fed lgamma a value rounded onto its pole (-68.8 -> -69)."""
+    model = model_of(
+        [node("Add", ["x", "y"], ["a"], "add"), node("Div", ["x", "y"], ["d"], "div"),
+         node("Identity", ["a"], ["out_a"], "output"), node("Identity", ["d"], ["out_d"], "output_1"),
+         node("Identity", ["x"], ["out_x"], "output_2")],
+        [vi("x", F32, [4]), vi("y", F32, [4])], [vi("out_a", F32, [4]), vi("out_d", F32, [4]), vi("out_x", F32, [4])],
+    )
+    mixed = to_mixed_precision(model, "fp16", keep=resolve_fp32_nodes(["div"]))  # fp16: ONNX Runtime's CPU has its Add
+    types = compute_types(mixed.model)
+    assert types["div/Div"] == {F32} and types["output_1/Identity"] == {F32}, types
+    assert types["output_2/Identity"] == {F32}, types  # an input handed straight out
+    assert types["add/Add"] == {F16}, types  # the rest is still low
+    casts = [n for n in mixed.model.graph.node if n.op_type == "Cast"]
+    assert all(n.input[0] != "d" for n in casts), [(n.input, n.output) for n in casts]  # d is read in float32 only
+    x = torch.tensor([0.5186368, 1.0, 2.0, 3.0])
+    y = torch.tensor([-0.0075373, 3.0, 7.0, 9.0])
+    session = ort.InferenceSession(mixed.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    _, d, _ = session.run(None, {"x": x.numpy(), "y": y.numpy()})
+    torch.testing.assert_close(torch.from_numpy(d), x / y, rtol=0, atol=0)  # float32's quotient, -68.809..., not fp16's -68.8125
+
+
+@pytest.mark.slow
+def test_seed_lgamma_verifies_at_bf16_with_the_division_in_float32():
+    import trtcheck_zoo
+
+    entry = trtcheck_zoo.get("seed_lgamma")
+    model, inputs = entry.build()
+    trtcheck.verify(model, inputs, Settings(min_block_size=1, precision="bf16", fp32_nodes=["div"]), backend="onnxruntime",
+                    localize_budget=0)

@@ -122,15 +122,23 @@ def to_mixed_precision(
     positions = [_positions(node, opset) for node in graph.node]
     modes: list[str] = []
     kept: dict[str, str] = {}
+    made_fp32 = set(graph_inputs & f32)  # float32 values made in float32: the engine's inputs, kept nodes' outputs
     for index, (node, where) in enumerate(zip(graph.node, positions)):
         kinds = [kind for name, kind in zip([*node.input, *node.output], [*where.inputs, *where.outputs]) if name in f32]
         if all(kind == "any" for kind in kinds) and not (node.op_type in _DTYPE_OPS and _makes_float32(node)):
             modes.append("as is")
             continue
+        if node.op_type == "Identity" and node.input and node.input[0] in made_fp32:
+            # an Identity computes nothing: it hands a float32 value on as it is (the engine's outputs are Identities of
+            # the values they return, and a kept node's result cast down on its way out would undo fp32_nodes)
+            modes.append("fp32")
+            made_fp32.update(name for name in node.output if name in f32)
+            continue
         why = _why_float32(node, index, where, low, opset, keep, policy, f32)
         if why is not None:
             modes.append("fp32")
             kept[node.name] = why
+            made_fp32.update(name for name in node.output if name in f32)
         else:
             modes.append("acc" if fp32_accumulation and node.op_type in _ACCUMULATING else "low")
 
