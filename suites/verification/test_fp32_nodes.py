@@ -78,14 +78,19 @@ def test_a_failing_fp16_report_names_the_overflowing_nodes_and_the_setting_that_
     assert "exp (aten.exp.default)" in text and "fp32_nodes=['exp']" in text
 
 
-def test_a_reduced_precision_localization_says_it_judges_in_float32_and_blames_no_fusion():
-    """Localization's sub-engines are float32: at fp16 a segment that fails as one engine and not as sub-engines is
-    the precision's doing, which the report must not call a fusion."""
+def test_a_reduced_precision_localization_builds_at_fp16_and_names_the_range_not_a_converter():
+    """Issue 43: localization's sub-engines are built in fp16 and judged by the reduced-precision judge, so the op
+    that leaves fp16's range is found and called fp16's range (eager in fp16 as wrong), with the ``fp32_nodes`` fix,
+    never a wrong converter or a fusion."""
     model, inputs = exp_sum()
     with pytest.raises(trtcheck.VerificationError) as info:
         trtcheck.verify(model, inputs, FP16, backend="onnxruntime")
+    culprit = info.value.report.localization.culprit
+    assert culprit is not None and culprit.node == "exp" and culprit.precision == "fp16" and culprit.ill_conditioned
     text = str(info.value)
-    assert "the engines run in fp16, but this localization builds its sub-engines in float32" in text
+    assert "the engines run in fp16 (with the compiled fp32_nodes, use_fp32_acc and autocast), and so were" in text
+    assert "builds its sub-engines in float32" not in text and "this op's converter is wrong" not in text
+    assert "not the converter; keep it in float32 (Settings.fp32_nodes=['exp'])" in text
     assert "(a fusion)" not in text
 
 

@@ -57,6 +57,8 @@ from trtcheck.partitioning.reasons import Target
 from trtcheck.runtime.stitch import EngineModule, stitched_branches
 from trtcheck.values import cloned
 from trtcheck.verification.equivalence import (
+    REDUCED_PRECISION_FLOOR,
+    REDUCED_PRECISION_MULTIPLE,
     REFERENCE_MULTIPLE,
     Comparison,
     OutputComparison,
@@ -64,6 +66,7 @@ from trtcheck.verification.equivalence import (
     default_tolerances,
     judge_against_reference,
 )
+from trtcheck.verification.precision import judge_at_precision
 from trtcheck.verification.recording import Values, record_eager, run_nodes
 from trtcheck.verification.reference import float64_outputs
 from trtcheck.verification.state import restore_state, snapshot_state
@@ -128,6 +131,7 @@ class NodeCheck:
     error: str = ""
     engine: Engine | None = None
     inputs: list[torch.fx.Node] = field(default_factory=list)
+    unjudged: str = ""  # at a reduced precision: why eager could not run in float64 or in it (the tolerances decided)
 
     @property
     def failed(self) -> bool:
@@ -145,13 +149,39 @@ class NodeCheck:
         return next((node for node, output in zip(self.outputs, self.comparison.outputs) if not output.passed), None)
 
 
-def engine_of(module: torch.fx.GraphModule, values: Sequence[Any], expected: Sequence[Any], backend: str) -> Engine:
-    """``module`` (a standalone graph) converted and built into an engine for these static values, in float32, by
-    the compiler's own path (``compiler.engine_build.build_graph_engine``)."""
+def engine_of(
+    module: torch.fx.GraphModule, values: Sequence[Any], expected: Sequence[Any], backend: str, settings: Any = None
+) -> Engine:
+    """``module`` (a standalone graph) converted and built into an engine for these static values by the compiler's
+    own path (``compiler.engine_build.build_graph_engine``): with ``settings`` (the compiled partition's: its
+    precision, ``fp32_nodes``, ``use_fp32_acc``, ``autocast``, ``tf32``) as compile built the engine it stands for,
+    in float32 with the defaults where None (``precision_settings``)."""
     placeholders = [node for node in module.graph.nodes if node.op == "placeholder"]
     inputs = [TensorSpec.like(node.name, value) for node, value in zip(placeholders, values)]
     outputs = [TensorSpec.like(f"output_{i}", value) for i, value in enumerate(expected)]
-    return build_graph_engine(module, inputs, outputs, backend)
+    return build_graph_engine(module, inputs, outputs, backend, settings=settings)
+
+
+def precision_settings(settings: Any) -> tuple[str, Any]:
+    """The precision ``settings`` (a compiled partition's, or None) are judged at (``engines.precision
+    .judged_precision``: "fp32", "fp16", "bf16", "tf32") and what sub-engines are built with: None at fp32, so that a
+    float32 localization builds exactly as it always did; the settings themselves otherwise (issue 43: a sub-engine
+    is built at the precision verified, ``fp32_nodes`` matching the cut's nodes, which keep their names)."""
+    precision = "fp32" if settings is None else judged_precision(settings)
+    return precision, (None if precision == "fp32" else settings)
+
+
+def judge_sub_engine(
+    module: torch.fx.GraphModule, fed: Sequence[Any], expected: Sequence[Any], actual: Sequence[Any], precision: str,
+    rtol: float | None, atol: float | None,
+) -> tuple[Comparison, str]:
+    """A sub-engine built at a reduced ``precision`` judged as ``verify`` judges such a module, by the one
+    reduced-precision judge (``precision.judge_at_precision``): every output against ``module`` in float64 on ``fed``,
+    with ``module`` run by eager at that precision as the yardstick and the rounding bound over its depth. Returns the
+    comparison and why nothing could be judged ("": judged; else the tolerances decided)."""
+    comparison = compare_outputs(list(expected), list(actual), rtol=rtol, atol=atol)
+    why = judge_at_precision(comparison, module, tuple(fed), {}, list(actual), precision)
+    return comparison, why
 
 
 def judge(
@@ -243,10 +273,14 @@ def check_nodes(
     atol: float | None = None,
     outputs: Sequence[torch.fx.Node] | None = None,
     reference: bool = True,
+    settings: Any = None,
 ) -> NodeCheck:
     """Cut ``nodes`` out of ``gm``, build their sub-engine, feed it ``values`` (eager's, recorded) at the cut, and
     compare every output with ``values``: does this set of nodes, alone, fail the check? ``reference``: an output
-    outside the tolerances is judged again against float64 (``verify``'s check); without it the tolerances decide."""
+    outside the tolerances is judged again against float64 (``verify``'s check); without it the tolerances decide.
+    ``settings``: the compiled partition's; below fp32 (or with TF32) the sub-engine is built with them and every
+    output judged by the reduced-precision judge (``judge_sub_engine``), all outputs compared."""
+    precision, build = precision_settings(settings)
     chosen = normalised(nodes)
     check = NodeCheck(chosen, [])
     if not chosen:
@@ -260,11 +294,14 @@ def check_nodes(
     fed = [_dense(values[node]) for node in inputs]
     expected = [values[node] for node in check.outputs]
     try:
-        check.engine = engine_of(module, fed, expected, backend)
+        check.engine = engine_of(module, fed, expected, backend, build)
         with torch.no_grad():
             actual = list(check.engine(*fed))
     except Exception as error:  # noqa: BLE001 - a set that does not convert or run fails, and says why
         check.error = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        return check
+    if precision != "fp32" and reference:
+        check.comparison, check.unjudged = judge_sub_engine(module, fed, expected, actual, precision, rtol, atol)
         return check
     exact = float64_of(module, fed) if reference else None
     check.comparison = judge(expected, actual, exact, rtol, atol, first_failure=True)
@@ -324,12 +361,14 @@ class SegmentCheck:
     accumulated_passed: bool
     local_within_tolerances: bool = True  # the tolerances alone
     where: str = ""  # the control-flow branch it runs in ("" for the lowered graph): "branch true_graph_0 of cond (node cond)"
+    precision: str = "fp32"  # what ``local_passed`` was judged at (below fp32: against eager at that precision)
 
     def __str__(self) -> str:
         if not self.local_passed:
             verdict = "FAIL"
         elif not self.local_within_tolerances:
-            verdict = "outside the tolerances, but as close to float64 as eager"
+            eager = "eager" if self.precision == "fp32" else f"eager in {self.precision}"
+            verdict = f"outside the tolerances, but as close to float64 as {eager}"
         else:
             verdict = "ok" if self.accumulated_passed else "ok locally, inherits error"
         return (f"segment @{self.index} ({self.nodes} nodes, {self.first}..{self.last}){_in(self.where)}: local error {self.local:.3g}, "
@@ -354,15 +393,26 @@ class Culprit:
     message: str = ""
     where: str = ""  # the control-flow branch its segment runs in, as ``SegmentCheck.where``
     source: str = ""  # where in the user's code the op came from (``names.node_source``): module path, file:line
+    precision: str = "fp32"  # what its sub-engines were built and judged at (``engines.precision.judged_precision``)
+    eager_precision_error: float | None = None  # below fp32: eager at that precision against float64, same inputs
 
     @property
     def ill_conditioned(self) -> bool:
-        """Eager itself is as far from float64 as the engine (within ``REFERENCE_MULTIPLE``): rounding, not the converter."""
+        """Eager itself is as far from float64 as the engine (within ``REFERENCE_MULTIPLE``): rounding, not the converter.
+        Below fp32, eager at that precision (within ``REDUCED_PRECISION_MULTIPLE`` and the floor, the reduced-precision
+        judge's rule): the precision's rounding or range, not the converter."""
+        if self.precision != "fp32":
+            if self.op_float64_error is None or self.eager_precision_error is None:
+                return False
+            allowed = REDUCED_PRECISION_MULTIPLE * self.eager_precision_error + REDUCED_PRECISION_FLOOR[self.precision]
+            return self.op_float64_error <= allowed
         if self.op_float64_error is None or self.eager_float64_error is None:
             return False
         return self.op_float64_error <= REFERENCE_MULTIPLE * self.eager_float64_error + 1e-12
 
     def diagnosis(self) -> str:
+        if self.precision != "fp32":
+            return self._reduced_diagnosis()
         if self.op_float64_error is None or self.eager_float64_error is None:
             return "no float64 reference for this op: the tolerances alone decide"
         ratio = self.op_float64_error / self.eager_float64_error if self.eager_float64_error else math.inf
@@ -371,6 +421,19 @@ class Culprit:
                     f"engine {self.op_float64_error:.3g} ({ratio:.3g}x), so no converter can do better in this dtype")
         return (f"this op's converter is wrong: the engine is {self.op_float64_error:.3g} from float64, {ratio:.3g}x eager's "
                 f"own {self.eager_float64_error:.3g}")
+
+    def _reduced_diagnosis(self) -> str:
+        precision = self.precision
+        if self.op_float64_error is None or self.eager_precision_error is None:
+            return f"no float64 or {precision} eager reference for this op: the tolerances alone decide"
+        eager = self.eager_precision_error
+        ratio = self.op_float64_error / eager if eager else (math.inf if self.op_float64_error else 1.0)
+        if self.ill_conditioned:
+            return (f"eager in {precision} is as far from float64 as the engine built in {precision}: eager "
+                    f"{eager:.3g}, the engine {self.op_float64_error:.3g} ({ratio:.3g}x): {precision}'s rounding or range on "
+                    f"these inputs, not the converter; keep it in float32 (Settings.fp32_nodes=[{self.node!r}])")
+        return (f"this op's converter is wrong: the engine, built in {precision}, is {self.op_float64_error:.3g} from "
+                f"float64, {ratio:.3g}x eager in {precision}'s own {eager:.3g}")
 
     def __str__(self) -> str:
         lines = [
@@ -431,8 +494,10 @@ def localize(
     culprit op (module docstring)."""
     clock = Budget(budget)
     found = Localization()
+    settings = compiled.partition.settings
+    precision, _ = precision_settings(settings)
     top = WalkedGraph.of(compiled.graph_module)
-    walk = _Walk(rtol, atol, clock, found)
+    walk = _Walk(rtol, atol, clock, found, settings)
     state = snapshot_state(top.gm)
     try:
         walk.graph(top, flat_inputs, flat_inputs)
@@ -441,29 +506,24 @@ def localize(
     found.segments = [check for check, _ in walk.checked]
     failing = next(((check, graph) for check, graph in walk.checked if not check.local_passed), None)
     reference = failing is not None
-    if failing is None:  # no converter error: is some op ill-conditioned (rounding beyond the tolerances)?
+    if failing is None and precision == "fp32":  # no converter error: is some op ill-conditioned (beyond the tolerances)?
         failing = next(((check, graph) for check, graph in walk.checked if not check.local_within_tolerances), None)
     if failing is not None:
         check, graph = failing
         found.culprit_segment, found.culprit_where, found.culprit_graph = check.index, graph.where, graph
         try:
             found.culprit = _first_diverging_op(
-                graph, check.index, graph.partition.segments[check.index], backend, rtol, atol, clock, found, reference)
+                graph, check.index, graph.partition.segments[check.index], backend, rtol, atol, clock, found, reference,
+                settings)
         except Exception as error:  # noqa: BLE001 - a localization that breaks must not hide the failure it explains
             found.notes.append(f"the culprit op could not be found: {type(error).__name__}: {error}")
-    precision = judged_precision(compiled.partition.settings)
-    if precision == "tf32":  # the engines round every matmul's and convolution's factors; the sub-engines do not
-        found.notes = [note for note in found.notes if "(a fusion)" not in note]
+    if precision != "fp32":  # issue 43: the sub-engines are the engines' precision, judged by its one judge
+        rounding = "with TF32 (matmul and convolution inputs rounded to 10 mantissa bits)" if precision == "tf32" else (
+            f"in {precision} (with the compiled fp32_nodes, use_fp32_acc and autocast)")
         found.notes.insert(0, (
-            "the engines run with TF32 (matmul and convolution inputs rounded to 10 mantissa bits), but this localization "
-            "builds its sub-engines in plain float32 and judges them by float32's rule: a segment failing here may be "
-            "TF32's rounding, not a converter; verify without tf32 to localize a converter error"))
-    elif precision != "fp32":  # the engines round like fp16/bf16; the sub-engines and the local rule are float32's
-        found.notes = [note for note in found.notes if "(a fusion)" not in note]
-        found.notes.insert(0, (
-            f"the engines run in {precision}, but this localization builds its sub-engines in float32 and judges them "
-            f"by float32's rule: a segment failing here may be {precision}'s rounding or range (see the {precision} range "
-            "findings), not a converter; verify at precision='fp32' to localize a converter error"))
+            f"the engines run {rounding}, and so were this localization's sub-engines built; each segment and sub-engine "
+            f"is judged as verify judges {precision}: against float64, eager in {precision} its yardstick, within "
+            f"{precision}'s rounding over its depth. The accumulated errors are measured by the tolerances alone"))
     found.cut_short = clock.cut_short
     found.seconds = clock.elapsed
     return found
@@ -521,8 +581,8 @@ class _Walk:
     itself, on the values it is called with: the branch the predicate takes, and every iteration of a loop's
     condition and body until the first whose engines fail locally (``_while_loop``)."""
 
-    def __init__(self, rtol: float | None, atol: float | None, clock: Budget, found: Localization) -> None:
-        self.rtol, self.atol, self.clock, self.found = rtol, atol, clock, found
+    def __init__(self, rtol: float | None, atol: float | None, clock: Budget, found: Localization, settings: Any = None) -> None:
+        self.rtol, self.atol, self.clock, self.found, self.settings = rtol, atol, clock, found, settings
         self.checked: list[tuple[SegmentCheck, WalkedGraph]] = []
 
     def graph(self, graph: WalkedGraph, eager_inputs: Sequence[Any], compiled_inputs: Sequence[Any]) -> tuple[Any, Any]:
@@ -535,7 +595,7 @@ class _Walk:
             self._fill(graph, segment.inputs)
             if segment.target is Target.TENSORRT and index in graph.engines:
                 check = _segment_check(
-                    gm, index, segment, graph.engines[index], graph.eager, graph.upstream, self.rtol, self.atol)
+                    gm, index, segment, graph.engines[index], graph.eager, graph.upstream, self.rtol, self.atol, self.settings)
                 check.where = graph.where
                 self.checked.append((check, graph))
                 continue
@@ -655,7 +715,7 @@ def _op_name(node: torch.fx.Node) -> str:
 
 def _segment_check(
     gm: torch.fx.GraphModule, index: int, segment: Segment, engine: Engine, eager: Values, upstream: Values,
-    rtol: float | None, atol: float | None,
+    rtol: float | None, atol: float | None, settings: Any = None,
 ) -> SegmentCheck:
     expected = [eager[node] for node in segment.outputs]
     fed = [_dense(eager[node]) for node in segment.inputs]
@@ -665,12 +725,17 @@ def _segment_check(
     upstream.update(zip(segment.outputs, accumulated))
     local_check = compare_outputs(expected, local, rtol=rtol, atol=atol)
     passed = local_check.passed
-    if not passed:
+    precision, _ = precision_settings(settings)
+    if precision != "fp32":  # the engine at its precision, judged as verify judges it (the tolerances where it cannot)
+        judged, why = judge_sub_engine(segment_module(gm, segment), fed, expected, local, precision, rtol, atol)
+        passed = judged.passed if not why else passed
+    elif not passed:
         passed = judge(expected, local, float64_of(segment_module(gm, segment), fed), rtol, atol).passed
     accumulated_check = compare_outputs(expected, accumulated, rtol=rtol, atol=atol)
     return SegmentCheck(
         index, len(segment.nodes), segment.nodes[0].name, segment.nodes[-1].name,
         _largest(local_check), _largest(accumulated_check), passed, accumulated_check.passed, local_check.passed,
+        precision=precision,
     )
 
 
@@ -680,7 +745,7 @@ def _largest(comparison: Comparison) -> float:
 
 def _first_diverging_op(
     graph: WalkedGraph, index: int, segment: Segment, backend: str, rtol: float | None, atol: float | None, clock: Budget,
-    found: Localization, reference: bool = True,
+    found: Localization, reference: bool = True, settings: Any = None,
 ) -> Culprit | None:
     """Bisect over prefixes of ``segment``'s nodes (segment ``index`` of ``graph``, walked: its values recorded) with
     sub-engines fed eager's values: the smallest failing prefix ends at the first op whose own error fails; then
@@ -699,7 +764,10 @@ def _first_diverging_op(
 
     def fails(count: int) -> NodeCheck:
         found.sub_engines += 1
-        return check_nodes(gm, nodes[:count], eager, backend, rtol, atol, outputs=compared(nodes[:count]), reference=reference)
+        check = check_nodes(gm, nodes[:count], eager, backend, rtol, atol, outputs=compared(nodes[:count]), reference=reference,
+                            settings=settings)
+        _unjudged(found, check)
+        return check
 
     whole = fails(len(nodes))
     if not whole.failed:
@@ -714,7 +782,9 @@ def _first_diverging_op(
         # its own (nothing after it involved), comparing only its output, which is cheap.
         position = nodes.index(first) + 1
         found.sub_engines += 1
-        check = check_nodes(gm, nodes[:position], eager, backend, rtol, atol, outputs=[first], reference=reference)
+        check = check_nodes(gm, nodes[:position], eager, backend, rtol, atol, outputs=[first], reference=reference,
+                            settings=settings)
+        _unjudged(found, check)
         if check.failed:
             low, high, last = position - 1, position, check
         else:  # it passes without what follows it: the failure needs later nodes, bisect what lies after it
@@ -733,16 +803,26 @@ def _first_diverging_op(
         node = nodes[high - 1]
     while is_getitem(node) and node.args[0] in nodes:  # a getitem is its producer's output
         node = node.args[0]
-    return _culprit(graph, index, node, backend, rtol, atol, last, found, reference, compared([node]))
+    return _culprit(graph, index, node, backend, rtol, atol, last, found, reference, compared([node]), settings)
+
+
+def _unjudged(found: Localization, check: NodeCheck) -> None:
+    """Below fp32, a sub-engine eager could not run in float64 or at that precision: noted once, the tolerances judged."""
+    note = f"a sub-engine had no float64 or reduced-precision eager reference ({check.unjudged}): the tolerances judged it"
+    if check.unjudged and note not in found.notes:
+        found.notes.append(note)
 
 
 def _culprit(
     graph: WalkedGraph, index: int, node: torch.fx.Node, backend: str, rtol: float | None, atol: float | None,
     prefix: NodeCheck, found: Localization, reference: bool = True, outputs: Sequence[torch.fx.Node] | None = None,
+    settings: Any = None,
 ) -> Culprit:
     gm, eager = graph.gm, graph.eager
+    precision, _ = precision_settings(settings)
     found.sub_engines += 1
-    alone = check_nodes(gm, [node], eager, backend, rtol, atol, outputs=outputs, reference=reference)
+    alone = check_nodes(gm, [node], eager, backend, rtol, atol, outputs=outputs, reference=reference, settings=settings)
+    _unjudged(found, alone)
     target = node.args[0] if is_getitem(node) else node
     output = alone.of(node) or (alone.comparison.outputs[0] if alone.comparison and alone.comparison.outputs else None)
     converter = converter_of(node.target)
@@ -756,13 +836,28 @@ def _culprit(
         message=alone.error,
         where=graph.where,
         source=node_source(target),
+        precision=precision,
     )
     # Against float64 where the op diverged: at the end of the prefix (its inputs as the engine computes them), so
     # that an op ill-conditioned on what its segment feeds it is told from a wrong one; alone where no prefix ran.
     measured = prefix if prefix.engine is not None and _outputs_of(node, prefix) else alone
     if measured.engine is not None:
         culprit.op_float64_error, culprit.eager_float64_error = _float64_errors(gm, node, measured, eager)
+        if precision != "fp32":  # the reduced-precision judge measured both against float64: its figures speak
+            culprit.op_float64_error, culprit.eager_precision_error = _precision_errors(node, measured)
     return culprit
+
+
+def _precision_errors(node: torch.fx.Node, check: NodeCheck) -> tuple[float | None, float | None]:
+    """Below fp32: the sub-engine's and eager-at-that-precision's errors against float64 at ``node``, as the
+    reduced-precision judge measured them on ``check`` (``judge_sub_engine``); for a multi-output op, the output
+    furthest beyond eager's own error. (None, None) where nothing was judged."""
+    judged = [check.of(output) for output in _outputs_of(node, check)]
+    pairs = [(output.reference_error, output.eager_reference_error) for output in judged
+             if output is not None and output.reference_error is not None and output.eager_reference_error is not None]
+    if not pairs:
+        return None, None
+    return max(pairs, key=lambda pair: (pair[0] / pair[1] if pair[1] else (math.inf if pair[0] else 0.0), pair[0]))
 
 
 def _outputs_of(node: torch.fx.Node, check: NodeCheck) -> list[torch.fx.Node]:

@@ -28,6 +28,7 @@ import torch.fx
 
 from trtcheck.compiler.pipeline import compile
 from trtcheck.engines import resolve_backend
+from trtcheck.engines.precision import judged_precision
 from trtcheck.lowering.export import source_of
 from trtcheck.lowering.graph import flat_inputs
 from trtcheck.names import checked_settings, from_source, node_source
@@ -144,10 +145,12 @@ def reduce_graph(
     budget: float | None = None,
     max_culprits: int = 8,
     out_dir: str | os.PathLike | None = None,
+    settings: Settings | None = None,
 ) -> Reduction:
     """Every independent culprit among ``candidates`` (nodes of ``gm``), each reduced by ddmin to a 1-minimal set
     that fails the check on ``values`` (eager's value of every node: ``localize.record_eager``); with ``out_dir``,
-    each is written as a standalone repro folder ``out_dir/culprit_<k>``."""
+    each is written as a standalone repro folder ``out_dir/culprit_<k>``. ``settings``: the compiled partition's; below
+    fp32 (or with TF32) every set is built with them and judged at that precision (``localize.check_nodes``)."""
     clock = Budget(budget)
     found = Reduction(candidates=len(candidates))
     results: dict[frozenset, bool] = {}
@@ -156,14 +159,14 @@ def reduce_graph(
         key = frozenset(normalised(nodes))
         if key not in results:
             found.tests += 1
-            check = check_nodes(gm, list(key), values, backend, rtol, atol)
+            check = check_nodes(gm, list(key), values, backend, rtol, atol, settings=settings)
             results[key] = check.comparison is not None and not check.comparison.passed
         return results[key]
 
     remaining = list(candidates)
     while remaining and len(found.culprits) < max_culprits and not clock.spent and fails(remaining):
         smallest = normalised(ddmin(remaining, fails, clock))
-        check = check_nodes(gm, smallest, values, backend, rtol, atol)
+        check = check_nodes(gm, smallest, values, backend, rtol, atol, settings=settings)
         failure = next((o.message for o in check.comparison.outputs if not o.passed), "") if check.comparison else check.error
         sources = list(dict.fromkeys(source for source in map(node_source, smallest) if source))
         culprit = Reduced([n.name for n in smallest], [str(n.target) for n in smallest], failure, sources=sources)
@@ -173,6 +176,9 @@ def reduce_graph(
         found.culprits.append(culprit)
         taken = set(smallest)
         remaining = [node for node in remaining if node not in taken]
+    if found.culprits and out_dir is not None and settings is not None and judged_precision(settings) != "fp32":
+        found.notes.append(f"the culprits were reduced at {judged_precision(settings)}, but a written repro replays its "
+                           "nodes in float32 (repro.py builds without the compiled settings)")
     found.cut_short, found.seconds = clock.cut_short, clock.elapsed
     return found
 
@@ -200,6 +206,7 @@ def reduce_compiled(
     graph's placeholders' values), eager's values recorded first."""
     gm = compiled.partition.graph_module
     values = record_eager(gm, flat)
+    options.setdefault("settings", compiled.partition.settings)
     return reduce_graph(gm, values, tensorrt_nodes(compiled), backend, rtol, atol, **options)
 
 
@@ -237,7 +244,8 @@ def reduce_model(
             gm = compiled.partition.graph_module
             with torch.no_grad():  # as reduce_compiled does, the values kept to tell which branch ran
                 values = record_eager(gm, flat)
-                reduction = reduce_graph(gm, values, tensorrt_nodes(compiled), backend, rtol, atol, **options)
+                reduction = reduce_graph(gm, values, tensorrt_nodes(compiled), backend, rtol, atol,
+                                         settings=compiled.partition.settings, **options)
             reduction.mismatch = next((o.message for o in comparison.outputs if not o.passed), "an output differs")
             reduction.unreduced = branches_with_engines(compiled.partition, _branches_taken(gm, values))
             inside = None
@@ -296,7 +304,8 @@ def _reduce_in_branch(
     graph = found.culprit_graph
     if graph is None or not graph.where:
         return None
-    inside = reduce_graph(graph.gm, graph.eager, tensorrt_nodes(graph), backend, rtol, atol, **options)
+    inside = reduce_graph(graph.gm, graph.eager, tensorrt_nodes(graph), backend, rtol, atol,
+                          settings=compiled.partition.settings, **options)
     for culprit in inside.culprits:
         culprit.where = graph.where
     reduction.culprits += inside.culprits
