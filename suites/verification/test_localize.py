@@ -223,3 +223,37 @@ def test_a_multi_output_culprit_is_judged_against_float64_per_output():
     assert not culprit.ill_conditioned and culprit.op_float64_error > 100 * culprit.eager_float64_error
     assert math.isfinite(culprit.accumulated_error) and culprit.accumulated_error > 0
     assert "this op's converter is wrong" in str(caught.value) and "no float64 reference" not in str(caught.value)
+
+
+class ConvBnPool(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.bn, self.pool = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.MaxPool2d(2)
+        self.fc = nn.Linear(4 * 3 * 3, 5)
+
+    def forward(self, x):
+        return self.fc(self.pool(self.bn(self.conv(x))).flatten(1))
+
+
+@pytest.mark.parametrize("op", [aten._native_batch_norm_legit_no_training.default, aten.max_pool2d_with_indices.default],
+                         ids=["batch_norm", "max_pool_with_indices"])
+def test_other_multi_output_culprits_are_judged_against_float64(op):
+    """Issue 43, item 5's other two: batch norm returns ``(out, mean, rstd)``, max-pool ``(values, indices)``. A planted
+    error in the first output is named as a wrong converter against float64, with a finite accumulated error."""
+    import math
+
+    def skewed(ctx, node, out):  # the first output 1% off; the others as they were
+        return [ctx.add("Mul", [out[0], ctx.constant(1.01, node.meta["val"][0].dtype)]), *out[1:]]
+
+    torch.manual_seed(0)
+    model, x = ConvBnPool().eval(), torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():  # a batch norm whose statistics are not the identity
+        model.bn.running_mean.uniform_(-1, 1), model.bn.running_var.uniform_(0.5, 2)
+    with planted(op, None, skewed):
+        with pytest.raises(trtcheck.VerificationError) as caught:
+            trtcheck.verify(model, (x,), ONE, backend=ORT)
+    culprit = caught.value.report.localization.culprit
+    assert culprit is not None and culprit.op == str(op), str(caught.value)
+    assert culprit.op_float64_error is not None and culprit.eager_float64_error is not None
+    assert not culprit.ill_conditioned and math.isfinite(culprit.accumulated_error) and culprit.accumulated_error > 0
+    assert "this op's converter is wrong" in str(caught.value) and "no float64 reference" not in str(caught.value)
