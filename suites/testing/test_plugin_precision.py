@@ -9,8 +9,8 @@ import pytest
 from suites.testing.downstream import ONNXRUNTIME, run_pytest
 from trtcheck.benchmarking import extra_info
 from trtcheck.report.analysis import summarize
-from trtcheck.report.loading import load_run
 from trtcheck.report.render import COLUMNS, table_rows
+from trtcheck.report.runs import load_run
 
 SETTINGS_ONLY = """
 def test_settings(trtcheck_settings, trtcheck_precision):

@@ -121,7 +121,7 @@ def program(tmp_path: Path, factories: Path) -> Path:
     """``net.pt2``: mine.py's ``build`` saved with torch.export.save."""
     import torch
 
-    from trtcheck.tools.loading import load_model
+    from trtcheck.tools.targets import load_model
 
     loaded = load_model(f"{factories}:build")
     path = tmp_path / "net.pt2"

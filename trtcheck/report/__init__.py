@@ -22,8 +22,8 @@ from trtcheck.report.analysis import (
     relative_change,
     summarize,
 )
-from trtcheck.report.loading import Commit, Group, Machine, Run, load_run, load_runs
 from trtcheck.report.plots import Plot
+from trtcheck.report.runs import Commit, Group, Machine, Run, load_run, load_runs
 from trtcheck.report.writer import ReportResult, write_report
 
 __all__ = [

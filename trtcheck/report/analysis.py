@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trtcheck.errors import ReportError
-from trtcheck.report.loading import Group, Run
+from trtcheck.report.runs import Group, Run
 from trtcheck.report.statistics import Evidence, Spread, is_regression
 
 DEFAULT_THRESHOLD = 0.10

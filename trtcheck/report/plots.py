@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from trtcheck.atomic import atomic_write
 from trtcheck.errors import ReportError
 from trtcheck.report.analysis import format_speedup
-from trtcheck.report.loading import Group, Run
+from trtcheck.report.runs import Group, Run
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trtcheck.report.analysis import Summary, format_speedup
-from trtcheck.report.loading import Group, Run
 from trtcheck.report.plots import Plot
+from trtcheck.report.runs import Group, Run
 
 BOUNDARY_OVERHEAD = "boundary overhead µs"
 COLUMNS = (

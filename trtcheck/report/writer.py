@@ -9,9 +9,9 @@ from pathlib import Path
 from trtcheck.atomic import atomic_write
 from trtcheck.errors import ReportError
 from trtcheck.report.analysis import DEFAULT_THRESHOLD, Failure, Regression, Summary, summarize
-from trtcheck.report.loading import Run
 from trtcheck.report.plots import Plot, draw_all
 from trtcheck.report.render import render_html, render_markdown
+from trtcheck.report.runs import Run
 
 
 @dataclass(frozen=True)

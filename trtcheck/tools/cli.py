@@ -70,7 +70,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _load(spec: str) -> Any:
-    from trtcheck.tools.loading import load_model  # deferred: loading a model imports torch
+    from trtcheck.tools.targets import load_model  # deferred: loading a model imports torch
 
     return load_model(spec)
 

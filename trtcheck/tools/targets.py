@@ -277,7 +277,7 @@ def _where(error: BaseException, path: Path | None = None) -> str:
     """`` (at file.py:12)``: the innermost frame outside trtcheck, which is where the user's bug is."""
     if isinstance(error, SyntaxError) and error.filename:
         return f" (at {error.filename}:{error.lineno})"
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if "trtcheck/tools/loading.py" not in f.filename.replace(os.sep, "/")]
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if "trtcheck/tools/targets.py" not in f.filename.replace(os.sep, "/")]
     frames = [f for f in frames if "importlib" not in f.filename] or frames
     if not frames:
         return ""

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from trtcheck.tools.cli import main
-from trtcheck.tools.loading import load_model
+from trtcheck.tools.targets import load_model
 
 # --- the forms of MODEL --------------------------------------------------------------------------------
 
