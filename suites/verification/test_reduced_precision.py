@@ -163,3 +163,22 @@ def test_a_model_with_cond_or_while_loop_gets_a_reduced_precision_reference(name
     outputs = [output for comparison in report.comparisons for output in comparison.outputs]
     assert outputs and all(output.eager_precision == precision and output.reference_ratio is not None for output in outputs)
     assert report.passed, "\n".join(report.checked())
+
+
+@pytest.mark.parametrize("name", ["cond_branches", "while_loop_body"])
+def test_a_model_with_cond_or_while_loop_gets_a_tf32_yardstick(name):
+    """Issue 43, item 3 at TF32: eager under TF32 rounding runs under ``Tf32RoundingMode``, which had no rule for
+    ``torch.cond``/``while_loop`` either, so ``Settings(tf32=True)`` had no yardstick for these models (the zoo run of
+    ``suites.benchmarks.zoo_precision --precisions tf32`` stopped at cond_branches with that NotImplementedError)."""
+    import trtcheck_zoo
+
+    case = trtcheck_zoo.get(name).build()
+    model, args = case[0], case[1]
+    out, why = reduced_precision_outputs(model, args, {}, "tf32")
+    assert why == "", why
+    leaves = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    assert leaves and all(t.dtype == torch.float32 for t in leaves)
+    report = trtcheck.verify(model, args, trtcheck.Settings(tf32=True), localize_budget=0)
+    outputs = [output for comparison in report.comparisons for output in comparison.outputs]
+    assert all(output.reference_ratio is not None for output in outputs if not output.passed or output.eager_precision)
+    assert report.passed, "\n".join(report.checked())

@@ -446,7 +446,7 @@ def _tf32_nodes(name: str, result: str, names: Names, constant: _Tf32Constants) 
     return nodes
 
 
-class _Tf32Rounding(TorchDispatchMode):
+class Tf32RoundingMode(TorchDispatchMode):
     """Eager's matmuls and convolutions with their float32 factors rounded to TF32 (``round_tf32``), accumulated in
     float32: the yardstick of ``Settings.tf32`` (the judge compares the compiled module's error against float64 with
     this eager's, as it does eager in fp16 for ``precision="fp16"``)."""
@@ -480,7 +480,7 @@ def tf32_rounding() -> Iterator[None]:
     scaled-dot-product attention kernels (only ``SDPBackend.MATH``, whose ``bmm``s are rounded). Measured on
     ``transformer_encoder_dynamic_seq``: with the fast path left on, eager's error was 685 times smaller than the
     TF32 engine's, a yardstick of plain float32."""
-    with unfused_attention(), _Tf32Rounding():
+    with unfused_attention(), Tf32RoundingMode():
         yield
 
 

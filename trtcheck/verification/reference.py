@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from trtcheck.dtypes import PRECISION_DTYPES
-from trtcheck.engines.precision import tf32_rounding, unfused_attention
+from trtcheck.engines.precision import Tf32RoundingMode, tf32_rounding, unfused_attention
 from trtcheck.verification.inputs import cloned
 from trtcheck.verification.state import restore_state
 
@@ -180,8 +180,12 @@ def _cond_under(mode: TorchDispatchMode, pred: Any, true_fn: Any, false_fn: Any,
         return (true_fn if pred else false_fn)(*operands)
 
 
+_MODES_WITH_BRANCHES = (_WidenWhereMissing, _RoundWhereTheModelCasts, Tf32RoundingMode)
+
+
 def _register_higher_order_rules() -> None:
-    """Rules for the control-flow higher-order ops under ``_WidenWhereMissing``: a dispatch mode without one makes
+    """Rules for the control-flow higher-order ops under the references' dispatch modes (``_WidenWhereMissing``,
+    ``_RoundWhereTheModelCasts``, and ``Tf32RoundingMode``, TF32's yardstick): a dispatch mode without one makes
     torch refuse the op ("There was no rule registered for HigherOrderOperator cond"). ``cond`` runs its branch,
     ``while_loop`` (and its stacked-output form) its dense loop, under the mode."""
     import importlib
@@ -191,7 +195,7 @@ def _register_higher_order_rules() -> None:
 
     loops = importlib.import_module("torch._higher_order_ops.while_loop")  # the package's attribute is the function
 
-    for mode_type in (_WidenWhereMissing, _RoundWhereTheModelCasts):
+    for mode_type in _MODES_WITH_BRANCHES:
         cond_op.py_impl(mode_type)(_cond_under)
     for name in ("while_loop_op", "while_loop_stack_output_op"):
         op = getattr(loops, name, None)
@@ -204,7 +208,7 @@ def _register_higher_order_rules() -> None:
             with mode:
                 return _dense(*args, **kwargs)
 
-        for mode_type in (_WidenWhereMissing, _RoundWhereTheModelCasts):
+        for mode_type in _MODES_WITH_BRANCHES:
             op.py_impl(mode_type)(loop_under)
 
 
