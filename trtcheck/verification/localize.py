@@ -841,10 +841,10 @@ def _culprit(
     # Against float64 where the op diverged: at the end of the prefix (its inputs as the engine computes them), so
     # that an op ill-conditioned on what its segment feeds it is told from a wrong one; alone where no prefix ran.
     measured = prefix if prefix.engine is not None and _outputs_of(node, prefix) else alone
-    if measured.engine is not None:
+    if measured.engine is not None and precision != "fp32":  # the reduced-precision judge measured both already
+        culprit.op_float64_error, culprit.eager_precision_error = _precision_errors(node, measured)
+    elif measured.engine is not None:
         culprit.op_float64_error, culprit.eager_float64_error = _float64_errors(gm, node, measured, eager)
-        if precision != "fp32":  # the reduced-precision judge measured both against float64: its figures speak
-            culprit.op_float64_error, culprit.eager_precision_error = _precision_errors(node, measured)
     return culprit
 
 
