@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import gc
 
+import pytest
 import torch
 import torch.fx
 
-from trtcheck.lowering.graph import copy_graph_module
+from trtcheck.lowering.graph import copy_graph_module, dead_nodes
 from trtcheck.testing.random_graphs import OPS, build_graph, random_recipe
 
 
@@ -57,3 +58,38 @@ def test_copy_graph_module_leaves_the_collector_as_it_found_it():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def _with_dead_code() -> torch.fx.GraphModule:
+    """A dead chain, a dead node read only by dead nodes, and an unread in-place write (impure: it stays)."""
+    aten = torch.ops.aten
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    kept = graph.call_function(aten.relu.default, (x,))
+    dead = graph.call_function(aten.mul.Tensor, (x, 2))
+    graph.call_function(aten.neg.default, (graph.call_function(aten.sin.default, (dead,)),))
+    graph.call_function(aten.copy_.default, (x, kept))  # writes into x: a side effect, not dead code
+    graph.output(kept)
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_copy_without_dead_nodes_is_the_copy_eliminate_dead_code_leaves(seed):
+    """Lowering's one-pass copy without dead code (issue 42) against what it replaced: a full copy, then
+    ``Graph.eliminate_dead_code``; the same nodes, and the same names for nodes added later."""
+    graphs = [_with_dead_code(), build_graph(random_recipe(300, 0.1, seed, tuple(OPS))).graph_module]
+    for gm in graphs:
+        dead = dead_nodes(gm.graph)
+        reference = copy_graph_module(gm)
+        assert reference.graph.eliminate_dead_code() == bool(dead)
+        copy = copy_graph_module(gm, without=dead)
+        assert _described(copy.graph) == _described(reference.graph)
+        copy.graph.lint()
+        for graph in (copy.graph, reference.graph):  # a new node named after a dead one is renamed in both
+            last = [node for node in graph.nodes if node.op == "call_function"][-1]
+            with graph.inserting_before(last):
+                graph.node_copy(last)
+                for node in dead:
+                    graph.create_node("call_function", torch.ops.aten.relu.default, (last.args[0],), name=node.name)
+        assert _described(copy.graph) == _described(reference.graph)  # dead names stay taken, as in the reference
+    assert {node.name for node in dead_nodes(graphs[0].graph)} == {"mul_tensor", "sin_default", "neg_default"}

@@ -27,7 +27,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from trtcheck.errors import LoweringError
 from trtcheck.lowering.decompositions import core_aten_table, kept_whole
-from trtcheck.lowering.graph import copy_graph_module, is_aten_graph, writes_to
+from trtcheck.lowering.graph import copy_graph_module, dead_nodes, is_aten_graph, writes_to
 from trtcheck.lowering.inputs import check_dynamic_shapes, check_program_inputs, dim_names_of, program_ranges
 from trtcheck.lowering.symbols import DIM_NAMES, RANGES
 
@@ -504,10 +504,18 @@ def _reuse_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -
     if any(node.op == "call_function" and not node.users and not node.is_impure() for node in gm.graph.nodes):
         # A result nothing reads is no work for an engine (a segment of only a dead sym_size has no output, and
         # ONNX Runtime refuses a model without one): a copy without dead code; the user's graph stays as it is.
-        gm = copy_graph_module(gm)
-        gm.graph.eliminate_dead_code()
-        gm.recompile()
+        gm = copy_graph_module(gm, without=dead_nodes(gm.graph))
+        for child in _branch_modules(gm):  # eliminate_dead_code's own recursion into the subgraphs a get_attr names
+            child.graph.eliminate_dead_code()
+            child.recompile()
     return gm
+
+
+def _branch_modules(gm: torch.fx.GraphModule) -> list[torch.fx.GraphModule]:
+    """The GraphModule children of ``gm`` its graph names with a ``get_attr`` (the branches of ``cond``, the bodies of
+    ``while_loop``): the subgraphs ``Graph.eliminate_dead_code`` cleans too."""
+    named = {node.target for node in gm.graph.nodes if node.op == "get_attr"}
+    return [child for name, child in gm.named_children() if name in named and isinstance(child, torch.fx.GraphModule)]
 
 
 LOWERING_SECONDS = "trtcheck_lowering_s"  # GraphModule.meta key: how long LoweringCache took to lower it

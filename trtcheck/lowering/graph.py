@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import operator
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -154,8 +154,12 @@ def graph_module(root: torch.nn.Module, graph: torch.fx.Graph) -> torch.fx.Graph
     return _GraphModule(root, graph)
 
 
-def copy_graph_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+def copy_graph_module(gm: torch.fx.GraphModule, without: Collection[torch.fx.Node] = frozenset()) -> torch.fx.GraphModule:
     """A copy of ``gm`` with its own graph (nodes copied, each ``meta`` a shallow copy), code generated lazily.
+
+    ``without``: nodes left out of the copy, every user of each among them too (``dead_nodes``: lowering's copy
+    without dead code is one pass, not a copy and then ``eliminate_dead_code``, which lints the graph and asks
+    every node whether it is impure: as long as the copy itself at 100k nodes, issue 42).
 
     Each node is made as ``Graph.create_node`` makes it (the same name through the graph's namespace, the same
     insertion and node table), its ``meta`` a shallow copy as ``Graph.node_copy`` makes it, set before the node
@@ -167,10 +171,14 @@ def copy_graph_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """
     with gc_paused():
         try:
-            graph = _copied_graph(gm.graph)
+            graph = _copied_graph(gm.graph, without)
         except (AttributeError, TypeError):  # pragma: no cover - another torch.fx
             graph = torch.fx.Graph()
             output = graph.graph_copy(gm.graph, {}, return_output_node=True)
+            left_out = {node.name for node in without}  # graph_copy copies every node: drop those again, users first
+            for node in reversed(graph.nodes):
+                if node.name in left_out:
+                    graph.erase_node(node)
             if isinstance(output, tuple):  # graph_copy returns (value, output_node) with return_output_node
                 output_value, output_node = output
                 graph.output(output_value, type_expr=getattr(output_node, "type", None))
@@ -181,8 +189,8 @@ def copy_graph_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return copy
 
 
-def _copied_graph(source: torch.fx.Graph) -> torch.fx.Graph:
-    """The nodes of ``source`` in a new graph, as ``copy_graph_module`` describes."""
+def _copied_graph(source: torch.fx.Graph, without: Collection[torch.fx.Node] = frozenset()) -> torch.fx.Graph:
+    """The nodes of ``source`` but ``without`` in a new graph, as ``copy_graph_module`` describes."""
     graph = torch.fx.Graph()
     create_name = graph._graph_namespace.create_name
     associate = graph._graph_namespace.associate_name_with_obj
@@ -194,6 +202,9 @@ def _copied_graph(source: torch.fx.Graph) -> torch.fx.Graph:
         if node.op == "output":
             graph.output(map_arg(node.args[0], get), type_expr=getattr(node, "type", None))
             break
+        if without and node in without:  # left out, its name kept taken: later names are those a full copy gets
+            create_name(node.name, None)
+            continue
         name = create_name(node.name, None)
         new = node_type(graph, name, node.op, node.target, map_arg(node.args, get), map_arg(node.kwargs, get), node.type)
         set_attribute(new, "meta", dict(node.meta))  # node_copy's copy.copy of the dict; no table entry yet to re-key
@@ -204,6 +215,20 @@ def _copied_graph(source: torch.fx.Graph) -> torch.fx.Graph:
         env[node] = new
     graph._len += count
     return graph
+
+
+def dead_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """The nodes ``Graph.eliminate_dead_code`` would erase from ``graph`` (not its subgraphs'): a node no live node
+    reads that has no side effect (``Node.is_impure``, asked only of such nodes). One walk from the output back,
+    with no lint: the copy that leaves them out (``copy_graph_module(without=...)``) costs no more than a copy."""
+    dead: set[torch.fx.Node] = set()
+    for node in reversed(graph.nodes):
+        users = node.users
+        if users and not all(user in dead for user in users):
+            continue
+        if not node.is_impure():
+            dead.add(node)
+    return dead
 
 
 @contextlib.contextmanager
