@@ -45,6 +45,13 @@ def test_copy_graph_module_makes_what_graph_copy_makes_with_its_own_nodes_and_me
         added = copy.graph.node_copy(first)
     assert added.name != first.name
     copy.graph.lint()
+    # Nodes added later are named as in graph_copy's graph (the namespace's counts per base name are its).
+    fresh, reference = copy_graph_module(gm).graph, _reference_copy(gm)
+    for graph in (fresh, reference):
+        for node in [node for node in graph.nodes if node.op == "call_function"][::7]:
+            with graph.inserting_before(node):
+                graph.node_copy(node)
+    assert _described(fresh) == _described(reference)
 
 
 def test_copy_graph_module_leaves_the_collector_as_it_found_it():
@@ -93,3 +100,20 @@ def test_a_copy_without_dead_nodes_is_the_copy_eliminate_dead_code_leaves(seed):
                     graph.create_node("call_function", torch.ops.aten.relu.default, (last.args[0],), name=node.name)
         assert _described(copy.graph) == _described(reference.graph)  # dead names stay taken, as in the reference
     assert {node.name for node in dead_nodes(graphs[0].graph)} == {"mul_tensor", "sin_default", "neg_default"}
+
+
+def test_nodes_added_to_a_copy_are_named_as_in_graph_copy_s_even_with_gaps_in_the_numbers():
+    """The copy takes all names at once (issue 42): the count per base name it keeps is ``create_name``'s (the
+    number of the last name with that base), so a name added later skips past gaps as in graph_copy's graph."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    values = [graph.create_node("call_function", torch.ops.aten.relu.default, (x,), name=name) for name in ("relu", "relu_5", "relu_2")]
+    graph.output(tuple(values))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    copy, reference = copy_graph_module(gm).graph, _reference_copy(gm)
+    for graph in (copy, reference):
+        first = next(node for node in graph.nodes if node.op == "call_function")
+        with graph.inserting_before(first):
+            graph.node_copy(first)
+    assert _described(copy) == _described(reference)
+    assert [node.name for node in copy.nodes if node.op == "call_function"] == ["relu_3", "relu", "relu_5", "relu_2"]
