@@ -1,6 +1,6 @@
 """Partitioning speed on random core-ATen graphs: times at 1k, 10k and 100k nodes, and the scaling ratio.
 
-    python -m suites.benchmarks.bench_partition [--sizes 1000 10000 100000] [--repeat 3]
+    python -m suites.benchmarks.bench_partition [--sizes 1000 10000 100000] [--repeat 3] [--phases]
 
 Prints, per graph family and size, the best of ``--repeat`` runs of ``trtcheck.partition`` (default
 settings: dependency-aware, min_block_size 5) on a graph with ~10% ops without a converter, and the
@@ -16,12 +16,15 @@ copied before the copy rule changes them, being the user's). Then, on the ``tens
 a ShapeProp run, plus ``put_nodes_into_subgraphs``) with the same support predicate, on every size they are
 predicted to finish within ``--budget`` seconds (cubic growth from the previous size:
 CapabilityBasedPartitioner took 0.34 s at 1k nodes and 299 s at 10k), and the ratio of their time to trtcheck's.
-A benchmark, not a test: these machines are shared and noisy, so it prints numbers and asserts nothing.
+With ``--phases``, only where the time of one partition at the largest size goes, per family and strategy (each
+phase of ``PHASES`` wrapped in a timer). A benchmark, not a test: these machines are shared and noisy, so it prints
+numbers and asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import time
 
 import trtcheck
@@ -139,13 +142,88 @@ def copy_cost(size: int) -> None:
     print(f"copy of a user's {size:,d}-node graph (copy_graph_module): {(time.perf_counter() - start) * 1000:.1f} ms", flush=True)
 
 
+PHASES = (
+    ("trtcheck.partitioning.driver", "lower"),  # a user's GraphModule: its checks, and a copy without its dead code
+    ("trtcheck.lowering.export", "copy_graph_module"),
+    ("trtcheck.partitioning.driver", "copy_graph_module"),  # a copy for the copy rule, or optimal's other candidate
+    ("trtcheck.partitioning.driver", "initial_targets"),  # the decisions (the support predicate per node)
+    ("trtcheck.partitioning.driver", "_settle"),  # the rounds
+    ("trtcheck.partitioning.driver", "_Facts.segment"),  # the rounds' segmentations
+    ("trtcheck.partitioning.driver", "enforce_tensor_boundaries"),
+    ("trtcheck.partitioning.driver", "apply_min_block_size"),
+    ("trtcheck.partitioning.optimal", "_structure"),
+    ("trtcheck.partitioning.optimal", "_levels"),
+)
+
+
+def _timed(function, label: str, spent: dict[str, list[float]]):
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent.setdefault(label, []).append(time.perf_counter() - start)
+
+    return timed
+
+
+def phases(size: int, family: str, settings: trtcheck.Settings) -> None:
+    """Where one partition's time goes: wall time and calls of each function of ``PHASES``, each wrapped in a timer
+    for one ``trtcheck.partition`` (after one untimed, which loads what a first call loads). Nested phases overlap
+    (``_settle`` holds the rounds' segmentations and rules; ``lower`` its copy). CPython's collector is timed too
+    (``gc.callbacks``): trtcheck pauses it while it builds graphs, and it walks what they allocated once it resumes."""
+    import importlib
+
+    graph = make_graph(size, FAMILIES[family])
+    time_partition(graph, 1, settings)
+    spent: dict[str, list[float]] = {}
+    restore = []
+    for module_name, path in PHASES:
+        owner = importlib.import_module(module_name)
+        *parents, name = path.split(".")
+        for parent in parents:  # a method: wrapped on its class
+            owner = getattr(owner, parent)
+        original = getattr(owner, name)
+        setattr(owner, name, _timed(original, f"{module_name.rsplit('.', 1)[1]}.{path}", spent))
+        restore.append((owner, name, original))
+    collections: list[tuple[int, float]] = []  # (generation, seconds) of each run of CPython's collector
+    started = [0.0]
+
+    def collector(phase: str, info: dict) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            collections.append((info["generation"], time.perf_counter() - started[0]))
+
+    gc.callbacks.append(collector)
+    try:
+        total, result = time_partition(graph, 1, settings)
+    finally:
+        gc.callbacks.remove(collector)
+        for owner, name, original in restore:
+            setattr(owner, name, original)
+    print(f"phases of one partition, {family} {len(result.compute_nodes):,d} nodes, {settings.segmentation} "
+          f"min_block_size {settings.min_block_size}: {total * 1000:.1f} ms", flush=True)
+    full = [seconds for generation, seconds in collections if generation == 2]
+    spent["CPython's collector (young objects)"] = [seconds for generation, seconds in collections if generation < 2]
+    spent["CPython's collector (full collections)"] = full
+    for label, times in sorted(spent.items(), key=lambda item: -sum(item[1])):
+        print(f"  {label:40s} {sum(times) * 1000:9.1f} ms in {len(times)} call(s)", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--budget", type=float, default=60.0, help="seconds a torch.fx partitioner may take per size")
     parser.add_argument("--skip-fx", action="store_true", help="time trtcheck only")
+    parser.add_argument("--phases", action="store_true", help="where one partition's time goes, at the largest size")
     args = parser.parse_args(argv)
+    if args.phases:
+        for family in FAMILIES:
+            for settings in (trtcheck.Settings(), *OPTIMAL_SETTINGS.values()):
+                phases(max(args.sizes), family, settings)
+        return
     first_partition()
     for family, ops in FAMILIES.items():
         times = {}
