@@ -542,3 +542,28 @@ def test_a_lowered_graph_returns_flash_attentions_logsumexp():
     scores = inputs[0] @ inputs[1].transpose(-2, -1) / 8**0.5
     torch.testing.assert_close(logsumexp, torch.logsumexp(scores, dim=-1))
 
+
+
+class _Residual(torch.nn.Module):
+    def forward(self, x):
+        return x.sin() + x * 2
+
+
+def test_lowering_a_user_s_graph_module_with_dead_code_leaves_it_without_any():
+    """A user's ATen GraphModule with dead code lowers to a copy without it, as ``Graph.eliminate_dead_code`` made it
+    (issue 42: now one copy that leaves the dead nodes out); the user's graph keeps its nodes, and the lowered module
+    computes what it did."""
+    x = torch.randn(3, 4)
+    gm = lower(_Residual(), (x,))
+    first = next(iter(gm.graph.nodes))
+    output = next(node for node in gm.graph.nodes if node.op == "output")
+    with gm.graph.inserting_before(output):
+        dead = gm.graph.call_function(aten.exp.default, (gm.graph.call_function(aten.neg.default, (first,)),))
+    for node in (dead, *dead.all_input_nodes):
+        node.meta["val"] = first.meta["val"]
+    gm.recompile()
+    before = [node.name for node in gm.graph.nodes]
+    lowered = lower(gm, (x,))
+    assert lowered is not gm and [node.name for node in gm.graph.nodes] == before  # the user's graph as it was
+    assert [node.name for node in lowered.graph.nodes] == [name for name in before if name not in {dead.name, dead.args[0].name}]
+    torch.testing.assert_close(lowered(x), _Residual()(x))

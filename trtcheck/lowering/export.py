@@ -504,18 +504,9 @@ def _reuse_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -
     if any(node.op == "call_function" and not node.users and not node.is_impure() for node in gm.graph.nodes):
         # A result nothing reads is no work for an engine (a segment of only a dead sym_size has no output, and
         # ONNX Runtime refuses a model without one): a copy without dead code; the user's graph stays as it is.
+        # (No subgraph to clean as well: a graph with cond or while_loop is no ATen graph, and is exported again.)
         gm = copy_graph_module(gm, without=dead_nodes(gm.graph))
-        for child in _branch_modules(gm):  # eliminate_dead_code's own recursion into the subgraphs a get_attr names
-            child.graph.eliminate_dead_code()
-            child.recompile()
     return gm
-
-
-def _branch_modules(gm: torch.fx.GraphModule) -> list[torch.fx.GraphModule]:
-    """The GraphModule children of ``gm`` its graph names with a ``get_attr`` (the branches of ``cond``, the bodies of
-    ``while_loop``): the subgraphs ``Graph.eliminate_dead_code`` cleans too."""
-    named = {node.target for node in gm.graph.nodes if node.op == "get_attr"}
-    return [child for name, child in gm.named_children() if name in named and isinstance(child, torch.fx.GraphModule)]
 
 
 LOWERING_SECONDS = "trtcheck_lowering_s"  # GraphModule.meta key: how long LoweringCache took to lower it
