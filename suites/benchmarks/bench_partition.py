@@ -178,14 +178,6 @@ def phases(size: int, family: str, settings: trtcheck.Settings) -> None:
     time_partition(graph, 1, settings)
     spent: dict[str, list[float]] = {}
     restore = []
-    for module_name, path in PHASES:
-        owner = importlib.import_module(module_name)
-        *parents, name = path.split(".")
-        for parent in parents:  # a method: wrapped on its class
-            owner = getattr(owner, parent)
-        original = getattr(owner, name)
-        setattr(owner, name, _timed(original, f"{module_name.rsplit('.', 1)[1]}.{path}", spent))
-        restore.append((owner, name, original))
     collections: list[tuple[int, float]] = []  # (generation, seconds) of each run of CPython's collector
     started = [0.0]
 
@@ -195,11 +187,20 @@ def phases(size: int, family: str, settings: trtcheck.Settings) -> None:
         else:
             collections.append((info["generation"], time.perf_counter() - started[0]))
 
-    gc.callbacks.append(collector)
-    try:
+    try:  # every function put back, whatever fails: a test session goes on in this process
+        for module_name, path in PHASES:
+            owner = importlib.import_module(module_name)
+            *parents, name = path.split(".")
+            for parent in parents:  # a method: wrapped on its class
+                owner = getattr(owner, parent)
+            original = getattr(owner, name)
+            setattr(owner, name, _timed(original, f"{module_name.rsplit('.', 1)[1]}.{path}", spent))
+            restore.append((owner, name, original))
+        gc.callbacks.append(collector)
         total, result = time_partition(graph, 1, settings)
     finally:
-        gc.callbacks.remove(collector)
+        if collector in gc.callbacks:
+            gc.callbacks.remove(collector)
         for owner, name, original in restore:
             setattr(owner, name, original)
     print(f"phases of one partition, {family} {len(result.compute_nodes):,d} nodes, {settings.segmentation} "

@@ -233,8 +233,9 @@ def _take_names(namespace: Any, names: list[str]) -> bool:
     the name itself and records, per base (``relu`` of ``relu_3``), the number of the last name with that base (0 for
     a bare one it had not seen): what the next ``create_name`` of that base counts on from.
     """
-    if namespace._used_names or len(set(names)) != len(names) or any(name in torch.fx.graph._illegal_names for name in names):
-        return False
+    illegal = torch.fx.graph._illegal_names
+    if namespace._used_names or len(set(names)) != len(names) or any(name in illegal or "\n" in name for name in names):
+        return False  # (a name with a line break, set by hand, would be two lines to the regex)
     parts = _NAMES.findall("\n".join(names))
     if len(parts) != len(names):  # a name that is no identifier: create_name would change it
         return False
@@ -249,14 +250,25 @@ def dead_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
     """The nodes ``Graph.eliminate_dead_code`` would erase from ``graph`` (not its subgraphs'): a node no live node
     reads that has no side effect (``Node.is_impure``, asked only of such nodes). One walk from the output back,
     with no lint: the copy that leaves them out (``copy_graph_module(without=...)``) costs no more than a copy."""
+    impure_random = _impure_random()
     dead: set[torch.fx.Node] = set()
     for node in reversed(graph.nodes):
         users = node.users
         if users and not all(user in dead for user in users):
             continue
-        if not node.is_impure():
+        if not node.is_impure(impure_random):
             dead.add(node)
     return dead
+
+
+def _impure_random() -> bool:
+    """Whether a random op counts as a side effect, as ``eliminate_dead_code`` decides it: yes, except inside
+    torch.compile's tracing, where inductor's ``fallback_random`` says."""
+    if torch._guards.TracingContext.try_get() is None:
+        return True
+    from torch._inductor import config  # only under torch.compile, which has imported it already
+
+    return bool(config.fallback_random)
 
 
 @contextlib.contextmanager
