@@ -10,7 +10,6 @@ import pytest
 import torch
 import torch.fx
 
-import trtcheck.lowering.graph as lowering_graph
 from trtcheck.lowering.graph import copy_graph_module, dead_nodes
 from trtcheck.testing.random_graphs import OPS, build_graph, random_recipe
 
@@ -110,8 +109,8 @@ def test_a_copy_without_dead_nodes_is_the_copy_eliminate_dead_code_leaves(seed):
 
 
 def test_nodes_added_to_a_copy_are_named_as_in_graph_copy_s_even_with_gaps_in_the_numbers():
-    """The copy takes all names at once (issue 42): the count per base name it keeps is ``create_name``'s (the
-    number of the last name with that base), so a name added later skips past gaps as in graph_copy's graph."""
+    """The copy's namespace counts per base name as ``create_name`` does (the number of the last name with that base),
+    so a name added later skips past gaps as in graph_copy's graph."""
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
     values = [graph.create_node("call_function", torch.ops.aten.relu.default, (x,), name=name) for name in ("relu", "relu_5", "relu_2")]
@@ -141,18 +140,3 @@ def test_dead_nodes_decide_random_ops_as_eliminate_dead_code_does_under_torch_co
             kept = {node.name for node in reference.graph.nodes}
             assert {node.name for node in gm.graph.nodes} - kept == {node.name for node in dead_nodes(gm.graph)}
     assert [node.name for node in dead_nodes(gm.graph)] == []  # outside tracing: rand stays
-
-
-def test_a_copy_names_its_nodes_one_by_one_where_it_cannot_take_every_name_at_once(monkeypatch):
-    """``_take_names`` refusing (a name ``create_name`` would change) leaves the copy to ``create_name`` per node:
-    the same graph either way."""
-    gm = build_graph(random_recipe(200, 0.1, 4, tuple(OPS))).graph_module
-    at_once = copy_graph_module(gm, without=dead_nodes(gm.graph))
-    monkeypatch.setattr(lowering_graph, "_take_names", lambda namespace, names: False)
-    one_by_one = copy_graph_module(gm, without=dead_nodes(gm.graph))
-    assert _described(one_by_one.graph) == _described(at_once.graph)
-    for graph in (at_once.graph, one_by_one.graph):
-        last = [node for node in graph.nodes if node.op == "call_function"][-1]
-        with graph.inserting_before(last):
-            graph.node_copy(last)
-    assert _described(one_by_one.graph) == _described(at_once.graph)

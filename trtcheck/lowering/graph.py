@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import operator
-import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -193,11 +192,8 @@ def copy_graph_module(gm: torch.fx.GraphModule, without: Collection[torch.fx.Nod
 def _copied_graph(source: torch.fx.Graph, without: Collection[torch.fx.Node] = frozenset()) -> torch.fx.Graph:
     """The nodes of ``source`` but ``without`` in a new graph, as ``copy_graph_module`` describes."""
     graph = torch.fx.Graph()
-    namespace = graph._graph_namespace
-    names = [node.name for node in source.nodes if node.op != "output"]
-    named = _take_names(namespace, names)  # every name at once; else one by one, as create_node names them
-    create_name = namespace.create_name
-    associate = namespace.associate_name_with_obj
+    create_name = graph._graph_namespace.create_name
+    associate = graph._graph_namespace.associate_name_with_obj
     insert, table_insert = graph._insert, graph._find_nodes_lookup_table.insert
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     get, map_arg, node_type, set_attribute = env.__getitem__, torch.fx.node.map_arg, torch.fx.Node, object.__setattr__
@@ -207,10 +203,9 @@ def _copied_graph(source: torch.fx.Graph, without: Collection[torch.fx.Node] = f
             graph.output(map_arg(node.args[0], get), type_expr=getattr(node, "type", None))
             break
         if without and node in without:  # left out, its name kept taken: later names are those a full copy gets
-            if not named:
-                create_name(node.name, None)
+            create_name(node.name, None)
             continue
-        name = node.name if named else create_name(node.name, None)
+        name = create_name(node.name, None)
         new = node_type(graph, name, node.op, node.target, map_arg(node.args, get), map_arg(node.kwargs, get), node.type)
         set_attribute(new, "meta", dict(node.meta))  # node_copy's copy.copy of the dict; no table entry yet to re-key
         associate(name, new)
@@ -220,30 +215,6 @@ def _copied_graph(source: torch.fx.Graph, without: Collection[torch.fx.Node] = f
         env[node] = new
     graph._len += count
     return graph
-
-
-_NAMES = re.compile(torch.fx.graph._name_regex.pattern, re.MULTILINE)
-
-
-def _take_names(namespace: Any, names: list[str]) -> bool:
-    """Take ``names`` in ``namespace`` (an empty one) as ``create_name(name, None)`` would one by one, in one regex over
-    them all; False, having taken none, unless each is a distinct identifier ``create_name`` keeps as it is.
-
-    Why: ``create_name`` runs a regex per node, a quarter of a copy's time (issue 42). For such names it returns
-    the name itself and records, per base (``relu`` of ``relu_3``), the number of the last name with that base (0 for
-    a bare one it had not seen): what the next ``create_name`` of that base counts on from.
-    """
-    illegal = torch.fx.graph._illegal_names
-    if namespace._used_names or len(set(names)) != len(names) or any(name in illegal or "\n" in name for name in names):
-        return False  # (a name with a line break, set by hand, would be two lines to the regex)
-    parts = _NAMES.findall("\n".join(names))
-    if len(parts) != len(names):  # a name that is no identifier: create_name would change it
-        return False
-    count = namespace._base_count
-    for base, number in parts:
-        count[base] = int(number) if number else count.get(base, 0)
-    namespace._used_names.update(names)
-    return True
 
 
 def dead_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
