@@ -12,7 +12,8 @@ machine's load hits every figure and its control in the same round):
 * **partition**: ``trtcheck.partition`` of random core-ATen graphs of ``SIZES`` (4k and 40k compute nodes) of two
   families, ``tensor`` (elementwise ops, tuples, 10% without a converter) and ``with-ints`` (adds ``sym_size``
   producers read by ``add.Scalar``, which exercise the copy rule, and a buffer read and written in place, which
-  exercises the order around in-place writes), in ``naive``, ``dependency_aware`` and ``optimal``. Control:
+  exercises the order around in-place writes), in ``naive``, ``dependency_aware`` and ``optimal`` (at the default
+  min_block_size 5, and the latter two at 1 too). Control:
   torch.fx's own ``CapabilityBasedPartitioner`` on a 500-node ``tensor`` graph with the same support check.
 * **compile**: ``trtcheck.compile`` of two small zoo models (``COMPILE_MODELS``, ONNX Runtime backend). Control:
   ``torch.onnx.export`` of the same model (the TorchScript exporter: the dynamo one needs ``onnxscript``).
@@ -60,11 +61,15 @@ RUNS = HERE / "gate_runs"
 BASELINE = RUNS / "baseline.json"
 
 SIZES = (4_000, 40_000)
-STRATEGIES = {"naive": {"segmentation": "naive"}, "dependency_aware": {}, "optimal": {"segmentation": "optimal"}}
+STRATEGIES = {
+    "naive": {"segmentation": "naive"}, "dependency_aware": {}, "optimal": {"segmentation": "optimal"},
+    # min_block_size 1: no block-size rounds, and optimal's one candidate (the leveling alone) instead of two
+    "dependency_aware_mbs1": {"min_block_size": 1}, "optimal_mbs1": {"segmentation": "optimal", "min_block_size": 1},
+}
 FAMILIES = ("tensor", "with-ints")
 CONTROL_SIZE = 500
 CONTROL_REPEATS = 3
-"""The partition control is the least of this many runs per round: one run of it divides all twelve partition figures
+"""The partition control is the least of this many runs per round: one run of it divides all twenty partition figures
 of its round, so a load spike in that one run moved them all (a single run's rounds spread 155-306 ms under load)."""
 COMPILE_MODELS = ("squeezenet1_0", "resnet18")
 CHAIN = 16  # add engines (and as many relus in PyTorch) in the boundary chain

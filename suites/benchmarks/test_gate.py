@@ -38,9 +38,22 @@ def test_one_commit_measured_twice_flags_nothing(pair):
     assert _failed(gate.judge(baseline, current)) == []
 
 
-def test_the_recorded_baseline_passes_against_itself_and_the_current_runs():
-    for name in ("baseline", "current-a", "current-b"):
-        assert _failed(gate.judge(_run("baseline"), _run(name))) == [], name
+def test_the_recorded_baselines_pass_against_runs_of_their_code():
+    """``baseline.json`` (what ``.ci/bench_gate`` judges against, with the min_block_size 1 figures) against its code
+    measured again right after, both ways; the baseline before it (a23588f) against the runs of its code."""
+    for baseline, current in (("baseline", "baseline"), ("baseline", "baseline-twice"), ("baseline-twice", "baseline"),
+                              ("a23588f", "current-a"), ("a23588f", "current-b")):
+        assert _failed(gate.judge(_run(baseline), _run(current))) == [], (baseline, current)
+
+
+def test_the_baseline_judges_every_strategy_the_gate_measures():
+    """Every figure the gate measures has a baseline to be judged against (a figure missing from it is skipped)."""
+    measured = {f"partition/{family}/{strategy}/{size}" for family in gate.FAMILIES for strategy in gate.STRATEGIES
+                for size in gate.SIZES}
+    assert measured <= set(_run("baseline")["figures"])
+    baseline = _run("baseline")
+    failed = _failed(gate.judge(baseline, _scaled(baseline, 2.0, lambda name: name == "partition/with-ints/optimal_mbs1/40000")))
+    assert "partition/with-ints/optimal_mbs1/40000" in {finding.figure for finding in failed}
 
 
 def _scaled(run: dict, factor: float, which) -> dict:
@@ -86,4 +99,4 @@ def test_a_planted_2x_slowdown_measured_under_load_fails_and_its_unplanted_run_d
 def test_a_run_of_the_baselines_code_on_a_loaded_machine_fails_nothing():
     """``.ci/run`` of e33a671 while the nightly fuzz shared the two cores: its median 40k/4k ratio of
     ``tensor/dependency_aware`` was 24.3, which failed the scaling bound of 20 then (CI red on noise)."""
-    assert _failed(gate.judge(_run("baseline"), _run("loaded"))) == []
+    assert _failed(gate.judge(_run("a23588f"), _run("loaded"))) == []
