@@ -249,9 +249,9 @@ def node_source(node: torch.fx.Node) -> str:
 
 def from_source(source: str) -> str:
     """``from layers.1 (Block), model.py:23``: how a culprit or a node names where in the user's code it came from,
-    ``source`` being ``node_source``'s answer; ``""`` when it is ``""``. Localization's culprit, reduction's culprits
-    and the HTML page all say it so."""
-    return f"from {source}" if source else ""
+    ``source`` being ``node_source``'s (non-empty) answer. Localization's culprit, reduction's culprits, the HTML page
+    and ``Partition``'s summary all say it so."""
+    return f"from {source}"
 
 
 def _in_library(file: str) -> bool:

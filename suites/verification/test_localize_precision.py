@@ -20,7 +20,7 @@ from suites.verification.test_reduced_precision_broken import RMSNorm300
 from trtcheck.lowering.graph import flat_inputs
 from trtcheck.verification.localize import check_nodes, localize
 from trtcheck.verification.recording import record_eager
-from trtcheck.verification.reduce import reduce_compiled
+from trtcheck.verification.reduce import reduce_compiled, reduce_model
 
 aten = torch.ops.aten
 ORT = "onnxruntime"
@@ -80,6 +80,18 @@ def test_a_planted_converter_error_is_reduced_at_fp16():
         found = reduce_compiled(compiled, flat_inputs(compiled.partition.graph_module, inputs, {}), ORT, budget=60)
     assert len(found.culprits) == 1 and found.culprits[0].nodes == ["relu_1"], str(found)
     assert "eager in fp16's own" in found.culprits[0].failure and "a conversion error, not fp16 rounding" in found.culprits[0].failure
+
+
+def test_reduce_model_finds_nothing_to_reduce_in_a_correct_fp16_model():
+    """``reduce_model`` decides which input set mismatches as ``verify`` does (``comparisons.judge_input_set``): a
+    correct model at fp16 is outside float32's tolerances on every set, and was reported as a mismatch of 112 of 128
+    elements with no culprit and "rounding accumulated across engines"."""
+    torch.manual_seed(0)
+    model, inputs = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 16)).eval(), (torch.randn(8, 32),)
+    assert trtcheck.verify(model, inputs, FP16, backend=ORT).passed
+    reduction = reduce_model(model, inputs, FP16, backend=ORT, budget=30)
+    assert reduction.mismatch is None and not reduction.culprits, str(reduction)
+    assert "nothing to reduce" in str(reduction)
 
 
 def test_a_range_problem_reduces_to_the_nodes_fp16_cannot_hold_and_says_so():

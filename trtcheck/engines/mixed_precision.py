@@ -122,7 +122,7 @@ def to_mixed_precision(
     positions = [_positions(node, opset) for node in graph.node]
     modes: list[str] = []
     kept: dict[str, str] = {}
-    made_fp32 = set(graph_inputs & f32)  # float32 values made in float32: the engine's inputs, kept nodes' outputs
+    made_fp32 = graph_inputs & f32  # float32 values made in float32: the engine's inputs, kept nodes' outputs
     for index, (node, where) in enumerate(zip(graph.node, positions)):
         kinds = [kind for name, kind in zip([*node.input, *node.output], [*where.inputs, *where.outputs]) if name in f32]
         if all(kind == "any" for kind in kinds) and not (node.op_type in _DTYPE_OPS and _makes_float32(node)):

@@ -18,7 +18,7 @@ import torch.fx
 
 from trtcheck.lowering.graph import is_mutable_state
 from trtcheck.lowering.symbols import dim_range, symbol_ranges, value_bytes
-from trtcheck.names import node_source
+from trtcheck.names import from_source, node_source
 from trtcheck.partitioning.explain import ExplainSummary
 from trtcheck.partitioning.nodes import branch_names, counts_toward_block_size, is_compute, is_tensor_value, op_name
 from trtcheck.partitioning.reasons import Reason, ReasonKind, Target
@@ -279,7 +279,7 @@ def _from(nodes: Iterable[torch.fx.Node]) -> str:
     """`` [from layers.3.attention (Attention), model.py:42]``: where in the user's code the first of ``nodes`` that
     torch.export kept a module path or a stack trace for came from (``names.node_source``); ``""`` when none has one."""
     source = next((found for found in map(node_source, nodes) if found), "")
-    return f" [from {source}]" if source else ""
+    return f" [{from_source(source)}]" if source else ""
 
 
 def _count_line(segments: list[Segment]) -> str:

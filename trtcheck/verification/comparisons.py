@@ -71,20 +71,41 @@ def compare_on_input_sets(
         with torch.no_grad():
             actual = compiled(*cloned(input_set), **cloned(kwargs))
         comparison = compare_outputs(expected, actual, rtol=request.rtol, atol=request.atol)
-        if precision != "fp32" and request.reference:  # every output measured against eager at that precision
-            why = judge_at_precision(comparison, model, input_set, kwargs, actual, precision, state)
+        if request.reference:
+            why = judge_input_set(comparison, model, input_set, kwargs, expected, actual, precision, state)
             if why:
-                found.notes.append(f"input set {index}: no float64 or {precision} eager reference ({why}); the tolerances decide")
-        elif not comparison.passed and request.reference:  # outside the tolerances: rounding, or a conversion error?
-            exact, why = float64_outputs(model, input_set, kwargs, state)
-            if exact is not None:
-                judge_against_reference(comparison, expected, actual, exact)
-            else:
-                found.notes.append(f"input set {index}: no float64 reference ({why}); the tolerances decide")
+                found.notes.append(f"input set {index}: {why}; the tolerances decide")
         found.comparisons.append(comparison)
         if index == 0:
             found.first = actual
     return found
+
+
+def judge_input_set(
+    comparison: Comparison,
+    model: torch.nn.Module,
+    input_set: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    expected: Any,
+    actual: Any,
+    precision: str,
+    state: Mapping[str, torch.Tensor] | None = None,
+) -> str:
+    """``verify``'s judgement of one input set beyond the tolerances (``comparison`` changed in place): below fp32
+    (or with TF32) every output against eager at that precision (``judge_at_precision``); in float32 an output
+    outside the tolerances against float64 (rounding, or a conversion error?). ``state``: the state eager started the
+    call from. Returns "" when judged, else why not (the tolerances' verdict stands). ``reduce_model`` decides by it
+    too which input set mismatches."""
+    if precision != "fp32":
+        why = judge_at_precision(comparison, model, input_set, kwargs, actual, precision, state)
+        return f"no float64 or {precision} eager reference ({why})" if why else ""
+    if comparison.passed:
+        return ""
+    exact, why = float64_outputs(model, input_set, kwargs, state)
+    if exact is None:
+        return f"no float64 reference ({why})"
+    judge_against_reference(comparison, expected, actual, exact)
+    return ""
 
 
 def _eager_outputs(

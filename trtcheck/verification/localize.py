@@ -155,33 +155,11 @@ def engine_of(
     """``module`` (a standalone graph) converted and built into an engine for these static values by the compiler's
     own path (``compiler.engine_build.build_graph_engine``): with ``settings`` (the compiled partition's: its
     precision, ``fp32_nodes``, ``use_fp32_acc``, ``autocast``, ``tf32``) as compile built the engine it stands for,
-    in float32 with the defaults where None (``precision_settings``)."""
+    in float32 with the defaults where None."""
     placeholders = [node for node in module.graph.nodes if node.op == "placeholder"]
     inputs = [TensorSpec.like(node.name, value) for node, value in zip(placeholders, values)]
     outputs = [TensorSpec.like(f"output_{i}", value) for i, value in enumerate(expected)]
     return build_graph_engine(module, inputs, outputs, backend, settings=settings)
-
-
-def precision_settings(settings: Any) -> tuple[str, Any]:
-    """The precision ``settings`` (a compiled partition's, or None) are judged at (``engines.precision
-    .judged_precision``: "fp32", "fp16", "bf16", "tf32") and what sub-engines are built with: None at fp32, so that a
-    float32 localization builds exactly as it always did; the settings themselves otherwise (issue 43: a sub-engine
-    is built at the precision verified, ``fp32_nodes`` matching the cut's nodes, which keep their names)."""
-    precision = "fp32" if settings is None else judged_precision(settings)
-    return precision, (None if precision == "fp32" else settings)
-
-
-def judge_sub_engine(
-    module: torch.fx.GraphModule, fed: Sequence[Any], expected: Sequence[Any], actual: Sequence[Any], precision: str,
-    rtol: float | None, atol: float | None,
-) -> tuple[Comparison, str]:
-    """A sub-engine built at a reduced ``precision`` judged as ``verify`` judges such a module, by the one
-    reduced-precision judge (``precision.judge_at_precision``): every output against ``module`` in float64 on ``fed``,
-    with ``module`` run by eager at that precision as the yardstick and the rounding bound over its depth. Returns the
-    comparison and why nothing could be judged ("": judged; else the tolerances decided)."""
-    comparison = compare_outputs(list(expected), list(actual), rtol=rtol, atol=atol)
-    why = judge_at_precision(comparison, module, tuple(fed), {}, list(actual), precision)
-    return comparison, why
 
 
 def judge(
@@ -279,8 +257,11 @@ def check_nodes(
     compare every output with ``values``: does this set of nodes, alone, fail the check? ``reference``: an output
     outside the tolerances is judged again against float64 (``verify``'s check); without it the tolerances decide.
     ``settings``: the compiled partition's; below fp32 (or with TF32) the sub-engine is built with them and every
-    output judged by the reduced-precision judge (``judge_sub_engine``), all outputs compared."""
-    precision, build = precision_settings(settings)
+    output judged by the reduced-precision judge (``precision.judge_at_precision``), all outputs compared. (At fp32
+    the sub-engine is built with None: exactly as a float32 localization always built it. Below, with the settings,
+    issue 43: ``fp32_nodes`` match the cut's nodes, which keep their names.)"""
+    precision = judged_precision(settings)
+    build = None if precision == "fp32" else settings
     chosen = normalised(nodes)
     check = NodeCheck(chosen, [])
     if not chosen:
@@ -300,8 +281,9 @@ def check_nodes(
     except Exception as error:  # noqa: BLE001 - a set that does not convert or run fails, and says why
         check.error = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
         return check
-    if precision != "fp32" and reference:
-        check.comparison, check.unjudged = judge_sub_engine(module, fed, expected, actual, precision, rtol, atol)
+    if precision != "fp32" and reference:  # as verify judges such a module: float64, eager at that precision its yardstick
+        check.comparison = compare_outputs(expected, actual, rtol=rtol, atol=atol)
+        check.unjudged = judge_at_precision(check.comparison, module, tuple(fed), {}, actual, precision)
         return check
     exact = float64_of(module, fed) if reference else None
     check.comparison = judge(expected, actual, exact, rtol, atol, first_failure=True)
@@ -495,7 +477,7 @@ def localize(
     clock = Budget(budget)
     found = Localization()
     settings = compiled.partition.settings
-    precision, _ = precision_settings(settings)
+    precision = judged_precision(settings)
     top = WalkedGraph.of(compiled.graph_module)
     walk = _Walk(rtol, atol, clock, found, settings)
     state = snapshot_state(top.gm)
@@ -724,17 +706,17 @@ def _segment_check(
         accumulated = list(engine(*[_dense(upstream[node]) for node in segment.inputs]))
     upstream.update(zip(segment.outputs, accumulated))
     local_check = compare_outputs(expected, local, rtol=rtol, atol=atol)
-    passed = local_check.passed
-    precision, _ = precision_settings(settings)
+    within = passed = local_check.passed
+    precision = judged_precision(settings)
     if precision != "fp32":  # the engine at its precision, judged as verify judges it (the tolerances where it cannot)
-        judged, why = judge_sub_engine(segment_module(gm, segment), fed, expected, local, precision, rtol, atol)
-        passed = judged.passed if not why else passed
+        judge_at_precision(local_check, segment_module(gm, segment), tuple(fed), {}, local, precision)
+        passed = local_check.passed  # (unchanged where nothing could be judged)
     elif not passed:
         passed = judge(expected, local, float64_of(segment_module(gm, segment), fed), rtol, atol).passed
     accumulated_check = compare_outputs(expected, accumulated, rtol=rtol, atol=atol)
     return SegmentCheck(
         index, len(segment.nodes), segment.nodes[0].name, segment.nodes[-1].name,
-        _largest(local_check), _largest(accumulated_check), passed, accumulated_check.passed, local_check.passed,
+        _largest(local_check), _largest(accumulated_check), passed, accumulated_check.passed, within,
         precision=precision,
     )
 
@@ -819,7 +801,7 @@ def _culprit(
     settings: Any = None,
 ) -> Culprit:
     gm, eager = graph.gm, graph.eager
-    precision, _ = precision_settings(settings)
+    precision = judged_precision(settings)
     found.sub_engines += 1
     alone = check_nodes(gm, [node], eager, backend, rtol, atol, outputs=outputs, reference=reference, settings=settings)
     _unjudged(found, alone)
@@ -850,13 +832,19 @@ def _culprit(
 
 def _precision_errors(node: torch.fx.Node, check: NodeCheck) -> tuple[float | None, float | None]:
     """Below fp32: the sub-engine's and eager-at-that-precision's errors against float64 at ``node``, as the
-    reduced-precision judge measured them on ``check`` (``judge_sub_engine``); for a multi-output op, the output
+    reduced-precision judge measured them on ``check`` (``check_nodes``); for a multi-output op, the output
     furthest beyond eager's own error. (None, None) where nothing was judged."""
     judged = [check.of(output) for output in _outputs_of(node, check)]
     pairs = [(output.reference_error, output.eager_reference_error) for output in judged
              if output is not None and output.reference_error is not None and output.eager_reference_error is not None]
     if not pairs:
         return None, None
+    return _furthest_beyond_eager(pairs)
+
+
+def _furthest_beyond_eager(pairs: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Of (engine's error, eager's error) pairs against float64, the one whose engine is furthest beyond eager (the
+    largest ratio, then the largest error): what speaks for a multi-output op."""
     return max(pairs, key=lambda pair: (pair[0] / pair[1] if pair[1] else (math.inf if pair[0] else 0.0), pair[0]))
 
 
@@ -904,7 +892,7 @@ def _float64_errors(gm: torch.fx.GraphModule, node: torch.fx.Node, alone: NodeCh
             errors.append((0.0, 0.0))
         else:
             errors.append((_max_error(actual[position], wide), _max_error(eager[output], wide)))
-    return max(errors, key=lambda pair: (pair[0] / pair[1] if pair[1] else (math.inf if pair[0] else 0.0), pair[0]))
+    return _furthest_beyond_eager(errors)
 
 
 def _max_error(value: torch.Tensor, exact: torch.Tensor) -> float:

@@ -35,11 +35,13 @@ from trtcheck.names import checked_settings, from_source, node_source
 from trtcheck.partitioning.nodes import branch_names
 from trtcheck.partitioning.reasons import Target
 from trtcheck.settings import Settings
+from trtcheck.verification.comparisons import judge_input_set
 from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_against_reference
 from trtcheck.verification.inputs import InputSet, cloned, compared_input_sets
 from trtcheck.verification.localize import Budget, check_nodes, engine_of, float64_of, localize, normalised, subgraph_module
 from trtcheck.verification.recording import Values, record_eager
 from trtcheck.verification.repro import ReproCase, load_repro, register_recorded_converters, write_subgraph_repro
+from trtcheck.verification.state import compiled_state, snapshot_state
 
 __all__ = [  # ReproCase, load_repro and register_recorded_converters are repro's: `trtcheck reduce DIR` takes them from here
     "Reduced", "ReproCase", "Reduction", "check_subgraph", "ddmin", "load_repro", "reduce_compiled", "reduce_graph",
@@ -234,11 +236,16 @@ def reduce_model(
     compiled = compile(source.lowerable, source.example_args, settings, backend, example_kwargs=source.example_kwargs,
                        dynamic_shapes=dynamic_shapes)
     kwargs = dict(source.example_kwargs or {})
+    precision = judged_precision(compiled.partition.settings)
+    stateful = bool(compiled_state(compiled))
     for _, input_set in compared_input_sets(compiled.signature, source.example_args, inputs, num_inputs, seed):
+        state = snapshot_state(source.eager) if stateful else None
         with torch.no_grad():
             expected = source.eager(*cloned(input_set), **cloned(kwargs))
             actual = compiled(*cloned(input_set), **cloned(kwargs))
         comparison = compare_outputs(expected, actual, rtol=rtol, atol=atol)
+        # judged as verify judges it: a correct fp16 model (or a float32 one rounding beyond the tolerances) is no mismatch
+        judge_input_set(comparison, source.eager, input_set, kwargs, expected, actual, precision, state)
         if not comparison.passed:
             flat = flat_inputs(compiled.partition.graph_module, input_set, kwargs)
             gm = compiled.partition.graph_module
