@@ -156,6 +156,17 @@ PHASES = (
 )
 
 
+def phase_owner(module_name: str, path: str) -> tuple[object, str]:
+    """Where a phase of ``PHASES`` lives: the module (or, for a method, its class) and the attribute's name."""
+    import importlib
+
+    owner = importlib.import_module(module_name)
+    *parents, name = path.split(".")
+    for parent in parents:
+        owner = getattr(owner, parent)
+    return owner, name
+
+
 def _timed(function, label: str, spent: dict[str, list[float]]):
     def timed(*args, **kwargs):
         start = time.perf_counter()
@@ -172,8 +183,6 @@ def phases(size: int, family: str, settings: trtcheck.Settings) -> None:
     for one ``trtcheck.partition`` (after one untimed, which loads what a first call loads). Nested phases overlap
     (``_settle`` holds the rounds' segmentations and rules; ``lower`` its copy). CPython's collector is timed too
     (``gc.callbacks``): trtcheck pauses it while it builds graphs, and it walks what they allocated once it resumes."""
-    import importlib
-
     graph = make_graph(size, FAMILIES[family])
     time_partition(graph, 1, settings)
     spent: dict[str, list[float]] = {}
@@ -189,10 +198,7 @@ def phases(size: int, family: str, settings: trtcheck.Settings) -> None:
 
     try:  # every function put back, whatever fails: a test session goes on in this process
         for module_name, path in PHASES:
-            owner = importlib.import_module(module_name)
-            *parents, name = path.split(".")
-            for parent in parents:  # a method: wrapped on its class
-                owner = getattr(owner, parent)
+            owner, name = phase_owner(module_name, path)
             original = getattr(owner, name)
             setattr(owner, name, _timed(original, f"{module_name.rsplit('.', 1)[1]}.{path}", spent))
             restore.append((owner, name, original))

@@ -41,7 +41,7 @@ def test_one_commit_measured_twice_flags_nothing(pair):
 def test_the_recorded_baselines_pass_against_runs_of_their_code():
     """``baseline.json`` (what ``.ci/bench_gate`` judges against, with the min_block_size 1 figures) against its code
     measured again right after, both ways; the baseline before it (a23588f) against the runs of its code."""
-    for baseline, current in (("baseline", "baseline"), ("baseline", "baseline-twice"), ("baseline-twice", "baseline"),
+    for baseline, current in (("baseline", "baseline-twice"), ("baseline-twice", "baseline"),
                               ("a23588f", "current-a"), ("a23588f", "current-b")):
         assert _failed(gate.judge(_run(baseline), _run(current))) == [], (baseline, current)
 
