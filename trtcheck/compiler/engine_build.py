@@ -21,6 +21,7 @@ from trtcheck.compiler.clock import Clock
 from trtcheck.compiler.convert import BranchConversion, OnnxModels, convert_module
 from trtcheck.engines import Engine, TensorSpec, build_engine
 from trtcheck.errors import CompilationError
+from trtcheck.partitioning.nodes import in_branch
 from trtcheck.partitioning.partition import Fallback, Partition
 from trtcheck.runtime.stitch import stitch
 from trtcheck.settings import Settings
@@ -155,7 +156,7 @@ def _build(
 ) -> dict[str, Built]:
     built: dict[str, Built] = {}
     for name, branch in branches.items():
-        where = f"{path}/{name}" if path else name
+        where = in_branch(path, name)
         nested = _build(branch.branches, shapes[name].branches, backend, strict, clock, engines_in_model, where)
         own = build_engines(
             branch.partition, branch.onnx_models, branch.errors, backend, clock, shapes[name],

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import torch.fx
 
-from trtcheck.partitioning.nodes import counts_toward_block_size
+from trtcheck.partitioning.nodes import counts_toward_block_size, in_branch
 from trtcheck.partitioning.reasons import ReasonKind, Target
 from trtcheck.text import plural
 
@@ -123,7 +123,7 @@ class ExplainSummary:
             branches, branch_nodes = branches + bool(path), branch_nodes + (len(nodes) if path else 0)
             for node in nodes:
                 target = target_by_node.get(node)
-                name = f"{path}/{node.name}" if path else node.name
+                name = in_branch(path, node.name)
                 if target is None:
                     unplaced.append(name)
                 elif target is Target.TENSORRT:

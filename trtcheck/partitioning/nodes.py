@@ -128,6 +128,13 @@ def branch_names(node: torch.fx.Node) -> list[str]:
     return [node.args[position].target for position in op.branches]
 
 
+def in_branch(path: str, name: str) -> str:
+    """``name`` (a node's, or a nested branch's) under the branch path ``path`` that ``Partition.walk`` yields:
+    ``true_graph_0/add``, or ``add`` itself at the top (``path`` empty). The one spelling every report, error and
+    key uses, so a name read from one (``explain``, a build error, the graph view) finds the node in another."""
+    return f"{path}/{name}" if path else name
+
+
 def bound_operands(node: torch.fx.Node) -> list[tuple[Any, bool]]:
     """What each placeholder of a branch of ``node`` receives, in order, and whether it is the same on every call."""
     op = control_flow_op(node)

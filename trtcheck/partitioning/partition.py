@@ -20,7 +20,7 @@ from trtcheck.lowering.graph import is_mutable_state
 from trtcheck.lowering.symbols import dim_range, symbol_ranges, value_bytes
 from trtcheck.names import from_source, node_source
 from trtcheck.partitioning.explain import ExplainSummary
-from trtcheck.partitioning.nodes import branch_names, counts_toward_block_size, is_compute, is_tensor_value, op_name
+from trtcheck.partitioning.nodes import branch_names, counts_toward_block_size, in_branch, is_compute, is_tensor_value, op_name
 from trtcheck.partitioning.reasons import Reason, ReasonKind, Target
 from trtcheck.settings import Settings
 from trtcheck.text import plural
@@ -206,7 +206,7 @@ class Partition:
         (``""`` for this one, then ``"true_graph_0"``, ``"true_graph_0/false_graph_0"``, ...)."""
         yield path, self
         for name, sub in self.subpartitions.items():
-            yield from sub.walk(f"{path}/{name}" if path else name)
+            yield from sub.walk(in_branch(path, name))
 
     def branch_owners(self) -> dict[str, torch.fx.Node]:
         """The control-flow node of this partition's graph that calls each branch, by branch name."""
@@ -257,7 +257,7 @@ class Partition:
                 targets[id(part)] = {n: segment.target for segment in part.segments for n in segment.nodes}
             target = targets[id(part)].get(node)
             where = target.display if target is not None else "unplaced"
-            name = f"{path}/{node.name}" if path else node.name
+            name = in_branch(path, node.name)
             lines.append(f"{name} ({op_name(node)}): {where} - {part.reasons.get(node, 'no reason recorded')}{_from([node])}")
         return "\n".join(lines)
 

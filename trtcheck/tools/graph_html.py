@@ -24,6 +24,7 @@ import torch.fx
 
 from trtcheck.names import from_source, node_source
 from trtcheck.partitioning.explain import ExplainSummary, reason_heading
+from trtcheck.partitioning.nodes import in_branch
 from trtcheck.partitioning.partition import Partition
 from trtcheck.partitioning.reasons import Target
 from trtcheck.text import plural
@@ -278,7 +279,7 @@ def _sources_by_name(partition: Partition) -> dict[str, str]:
         for node in part.graph_module.graph.nodes:
             source = node_source(node) if node.op not in ("placeholder", "output", "get_attr") else ""
             if source:
-                found[f"{path}/{node.name}" if path else node.name] = source
+                found[in_branch(path, node.name)] = source
     return found
 
 

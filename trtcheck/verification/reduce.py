@@ -32,7 +32,7 @@ from trtcheck.engines.precision import judged_precision
 from trtcheck.lowering.export import source_of
 from trtcheck.lowering.graph import flat_inputs
 from trtcheck.names import checked_settings, from_source, node_source
-from trtcheck.partitioning.nodes import branch_names
+from trtcheck.partitioning.nodes import branch_names, in_branch
 from trtcheck.partitioning.reasons import Target
 from trtcheck.settings import Settings
 from trtcheck.verification.comparisons import judge_input_set
@@ -274,7 +274,7 @@ def branches_with_engines(partition: Any, taken: Mapping[str, bool] | None = Non
             sub = partition.subpartitions.get(name)
             if sub is None or (taken is not None and taken.get(name) is False):
                 continue
-            where = f"{path}/{name}" if path else name
+            where = in_branch(path, name)
             if any(segment.target is Target.TENSORRT for segment in sub.segments):
                 op = getattr(node.target, "__name__", str(node.target))
                 ran = ", the branch this input took" if taken is not None and taken.get(name) else ""
