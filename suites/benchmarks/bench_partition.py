@@ -1,6 +1,6 @@
 """Partitioning speed on random core-ATen graphs: times at 1k, 10k and 100k nodes, and the scaling ratio.
 
-    python -m suites.benchmarks.bench_partition [--sizes 1000 10000 100000] [--repeat 3] [--phases]
+    python -m suites.benchmarks.bench_partition [--sizes 1000 10000 100000] [--repeat 3] [--phases | --floor]
 
 Prints, per graph family and size, the best of ``--repeat`` runs of ``trtcheck.partition`` (default
 settings: dependency-aware, min_block_size 5) on a graph with ~10% ops without a converter, and the
@@ -17,8 +17,9 @@ a ShapeProp run, plus ``put_nodes_into_subgraphs``) with the same support predic
 predicted to finish within ``--budget`` seconds (cubic growth from the previous size:
 CapabilityBasedPartitioner took 0.34 s at 1k nodes and 299 s at 10k), and the ratio of their time to trtcheck's.
 With ``--phases``, only where the time of one partition at the largest size goes, per family and strategy (each
-phase of ``PHASES`` wrapped in a timer). A benchmark, not a test: these machines are shared and noisy, so it prints
-numbers and asserts nothing.
+phase of ``PHASES`` wrapped in a timer). With ``--floor``, only what passes that merely read each node of the same
+graphs cost at each size, and their ratio (``FLOOR_PASSES``): the growth no linear pass over these graphs goes below.
+A benchmark, not a test: these machines are shared and noisy, so it prints numbers and asserts nothing.
 """
 
 from __future__ import annotations
@@ -156,6 +157,67 @@ PHASES = (
 )
 
 
+def _ints(graph, nodes: list, ints: list[int]) -> object:
+    return [i + 1 for i in ints]
+
+
+def _walk(graph, nodes: list, ints: list[int]) -> object:
+    return list(graph.nodes)
+
+
+def _meta(graph, nodes: list, ints: list[int]) -> object:
+    return [node.meta.get("val") for node in nodes]
+
+
+def _input_nodes(graph, nodes: list, ints: list[int]) -> object:
+    return [node.all_input_nodes for node in nodes]
+
+
+def _positions(graph, nodes: list, ints: list[int]) -> object:
+    return {node: index for index, node in enumerate(nodes)}
+
+
+FLOOR_PASSES = (
+    ("a list of ints, no node (the control)", _ints),
+    ("walk graph.nodes", _walk),
+    ("read each node's meta['val']", _meta),
+    ("each node's all_input_nodes", _input_nodes),
+    ("a dict node -> position", _positions),
+)
+"""Passes that only read each compute node once, the least any partitioning round does (``--floor``). If their time
+grows faster than the node count (the ints' does not), so will any linear pass over the graph: a partition's
+100k/10k ratio is judged against theirs."""
+
+
+def access_floor(sizes: list[int], repeat: int) -> dict[tuple[str, str, int], float]:
+    """Each pass of ``FLOOR_PASSES`` on the benchmark's graphs of every size and family, best of ``repeat`` with the
+    collector paused (as during a partition), and the ratio of the largest size's time to the smallest's.
+    Returns the times by (family, pass, size)."""
+    times: dict[tuple[str, str, int], float] = {}
+    for family, ops in FAMILIES.items():
+        for size in sizes:
+            graph = make_graph(size, ops).graph_module.graph
+            nodes = [node for node in graph.nodes if node.op == "call_function"]
+            ints = list(range(len(nodes)))
+            for label, run in FLOOR_PASSES:
+                best = float("inf")
+                for _ in range(repeat):
+                    gc.disable()
+                    try:
+                        start = time.perf_counter()
+                        run(graph, nodes, ints)
+                        best = min(best, time.perf_counter() - start)
+                    finally:
+                        gc.enable()
+                times[(family, label, size)] = best
+        low, high = min(sizes), max(sizes)
+        for label, _ in FLOOR_PASSES:
+            row = "  ".join(f"{size:,d}: {times[(family, label, size)] * 1000:7.2f} ms" for size in sizes)
+            ratio = times[(family, label, high)] / times[(family, label, low)]
+            print(f"{family:10s} {label:38s} {row}  ({high:,d}/{low:,d}: {ratio:.1f}x)", flush=True)
+    return times
+
+
 def phase_owner(module_name: str, path: str) -> tuple[object, str]:
     """Where a phase of ``PHASES`` lives: the module (or, for a method, its class) and the attribute's name."""
     import importlib
@@ -225,7 +287,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=float, default=60.0, help="seconds a torch.fx partitioner may take per size")
     parser.add_argument("--skip-fx", action="store_true", help="time trtcheck only")
     parser.add_argument("--phases", action="store_true", help="where one partition's time goes, at the largest size")
+    parser.add_argument("--floor", action="store_true", help="what passes that only read each node cost, per size")
     args = parser.parse_args(argv)
+    if args.floor:
+        access_floor(args.sizes, max(args.repeat, 5))
+        return
     if args.phases:
         for family in FAMILIES:
             for settings in (trtcheck.Settings(), *OPTIMAL_SETTINGS.values()):

@@ -33,3 +33,14 @@ def test_phases_puts_every_function_back_when_one_cannot_be_timed(monkeypatch):
         bench_partition.phases(1500, "tensor", bench_partition.trtcheck.Settings())
     monkeypatch.undo()
     assert _phase_functions() == originals
+
+
+def test_floor_times_every_pass_of_both_families_and_their_ratio(capsys):
+    times = bench_partition.access_floor([300, 900], repeat=1)
+    printed = capsys.readouterr().out.splitlines()
+    passes = [label for label, _ in bench_partition.FLOOR_PASSES]
+    assert {key for key in times} == {(f, p, s) for f in bench_partition.FAMILIES for p in passes for s in (300, 900)}
+    assert all(seconds > 0 for seconds in times.values())
+    assert len(printed) == len(bench_partition.FAMILIES) * len(passes)
+    for line in printed:  # each row names its pass and ends with the ratio of the largest size to the smallest
+        assert any(label in line for label in passes) and line.endswith("x)") and "(900/300: " in line, line
