@@ -246,7 +246,10 @@ def _compile_figures() -> list[_Timed]:
     return figures
 
 
-def _boundary_figures() -> list[_Timed]:
+def boundary_chain(shape: tuple[int, ...] = (1, 8)) -> tuple[Any, Any]:
+    """The boundary figure's model, compiled: ``CHAIN`` ``add`` engines, each followed by a ``relu`` forced to PyTorch
+    (``2 * CHAIN`` segments), on a tensor of ``shape``; returns ``(eager model, compiled module)``. ``bench_boundary``
+    runs the same chain at larger shapes."""
     import torch
 
     import trtcheck
@@ -261,9 +264,18 @@ def _boundary_figures() -> list[_Timed]:
                 x = torch.relu(x + self.steps[i])
             return x
 
-    model, x = Chain().eval(), torch.rand(1, 8)
+    model = Chain().eval()
     settings = trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::relu"])
-    compiled = trtcheck.compile(model, (x,), settings, backend="onnxruntime")
+    return model, trtcheck.compile(model, (torch.rand(shape),), settings, backend="onnxruntime")
+
+
+def _boundary_figures() -> list[_Timed]:
+    import torch
+
+    import trtcheck
+
+    model, compiled = boundary_chain()
+    x = torch.rand(1, 8)
 
     def per_boundary() -> dict[str, float]:
         return {"boundary/per_boundary": trtcheck.profile(compiled, x, repeat=30, warmup=5).per_boundary_s}
