@@ -219,8 +219,8 @@ def test_a_multi_output_culprit_is_judged_against_float64_per_output():
             trtcheck.verify(model, (x,), ONE, backend=ORT)
     culprit = caught.value.report.localization.culprit
     assert culprit is not None and culprit.op == "aten.native_layer_norm.default", str(caught.value)
-    assert culprit.op_float64_error is not None and culprit.eager_float64_error is not None
-    assert not culprit.ill_conditioned and culprit.op_float64_error > 100 * culprit.eager_float64_error
+    assert culprit.op_float64_error is not None and culprit.eager_error is not None
+    assert not culprit.ill_conditioned and culprit.op_float64_error > 100 * culprit.eager_error
     assert math.isfinite(culprit.accumulated_error) and culprit.accumulated_error > 0
     assert "this op's converter is wrong" in str(caught.value) and "no float64 reference" not in str(caught.value)
 
@@ -254,6 +254,6 @@ def test_other_multi_output_culprits_are_judged_against_float64(op):
             trtcheck.verify(model, (x,), ONE, backend=ORT)
     culprit = caught.value.report.localization.culprit
     assert culprit is not None and culprit.op == str(op), str(caught.value)
-    assert culprit.op_float64_error is not None and culprit.eager_float64_error is not None
+    assert culprit.op_float64_error is not None and culprit.eager_error is not None
     assert not culprit.ill_conditioned and math.isfinite(culprit.accumulated_error) and culprit.accumulated_error > 0
     assert "this op's converter is wrong" in str(caught.value) and "no float64 reference" not in str(caught.value)

@@ -371,44 +371,42 @@ class Culprit:
     inputs: list[ValueRange]
     survives_isolation: bool  # alone it still fails the check
     op_float64_error: float | None = None  # the op's engine output against float64 on the same inputs
-    eager_float64_error: float | None = None  # eager's own output against float64 on the same inputs
+    # Eager's own output against float64 on the same inputs, eager at ``precision`` (float32 at "fp32"): the yardstick
+    # ``ill_conditioned`` holds the engine's error to.
+    eager_error: float | None = None
     message: str = ""
     where: str = ""  # the control-flow branch its segment runs in, as ``SegmentCheck.where``
     source: str = ""  # where in the user's code the op came from (``names.node_source``): module path, file:line
     precision: str = "fp32"  # what its sub-engines were built and judged at (``engines.precision.judged_precision``)
-    eager_precision_error: float | None = None  # below fp32: eager at that precision against float64, same inputs
 
     @property
     def ill_conditioned(self) -> bool:
-        """Eager itself is as far from float64 as the engine (within ``REFERENCE_MULTIPLE``): rounding, not the converter.
-        Below fp32, eager at that precision (within ``REDUCED_PRECISION_MULTIPLE`` and the floor, the reduced-precision
-        judge's rule): the precision's rounding or range, not the converter."""
-        if self.precision != "fp32":
-            if self.op_float64_error is None or self.eager_precision_error is None:
-                return False
-            allowed = REDUCED_PRECISION_MULTIPLE * self.eager_precision_error + REDUCED_PRECISION_FLOOR[self.precision]
-            return self.op_float64_error <= allowed
-        if self.op_float64_error is None or self.eager_float64_error is None:
+        """Eager itself is as far from float64 as the engine: rounding, not the converter. The judges' own rules decide
+        how far is as far: at fp32 within ``REFERENCE_MULTIPLE``; below, eager at that precision within
+        ``REDUCED_PRECISION_MULTIPLE`` and the precision's floor (the precision's rounding or range)."""
+        if self.op_float64_error is None or self.eager_error is None:
             return False
-        return self.op_float64_error <= REFERENCE_MULTIPLE * self.eager_float64_error + 1e-12
+        if self.precision == "fp32":
+            return self.op_float64_error <= REFERENCE_MULTIPLE * self.eager_error + 1e-12
+        return self.op_float64_error <= REDUCED_PRECISION_MULTIPLE * self.eager_error + REDUCED_PRECISION_FLOOR[self.precision]
 
     def diagnosis(self) -> str:
         if self.precision != "fp32":
             return self._reduced_diagnosis()
-        if self.op_float64_error is None or self.eager_float64_error is None:
+        if self.op_float64_error is None or self.eager_error is None:
             return "no float64 reference for this op: the tolerances alone decide"
-        ratio = self.op_float64_error / self.eager_float64_error if self.eager_float64_error else math.inf
+        ratio = self.op_float64_error / self.eager_error if self.eager_error else math.inf
         if self.ill_conditioned:
-            return (f"this op is ill-conditioned on these inputs: eager is {self.eager_float64_error:.3g} from float64, the "
+            return (f"this op is ill-conditioned on these inputs: eager is {self.eager_error:.3g} from float64, the "
                     f"engine {self.op_float64_error:.3g} ({ratio:.3g}x), so no converter can do better in this dtype")
         return (f"this op's converter is wrong: the engine is {self.op_float64_error:.3g} from float64, {ratio:.3g}x eager's "
-                f"own {self.eager_float64_error:.3g}")
+                f"own {self.eager_error:.3g}")
 
     def _reduced_diagnosis(self) -> str:
         precision = self.precision
-        if self.op_float64_error is None or self.eager_precision_error is None:
+        if self.op_float64_error is None or self.eager_error is None:
             return f"no float64 or {precision} eager reference for this op: the tolerances alone decide"
-        eager = self.eager_precision_error
+        eager = self.eager_error
         ratio = self.op_float64_error / eager if eager else (math.inf if self.op_float64_error else 1.0)
         if self.ill_conditioned:
             return (f"eager in {precision} is as far from float64 as the engine built in {precision}: eager "
@@ -824,9 +822,9 @@ def _culprit(
     # that an op ill-conditioned on what its segment feeds it is told from a wrong one; alone where no prefix ran.
     measured = prefix if prefix.engine is not None and _outputs_of(node, prefix) else alone
     if measured.engine is not None and precision != "fp32":  # the reduced-precision judge measured both already
-        culprit.op_float64_error, culprit.eager_precision_error = _precision_errors(node, measured)
+        culprit.op_float64_error, culprit.eager_error = _precision_errors(node, measured)
     elif measured.engine is not None:
-        culprit.op_float64_error, culprit.eager_float64_error = _float64_errors(gm, node, measured, eager)
+        culprit.op_float64_error, culprit.eager_error = _float64_errors(gm, node, measured, eager)
     return culprit
 
 
