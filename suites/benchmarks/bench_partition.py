@@ -185,8 +185,8 @@ FLOOR_PASSES = (
     ("a dict node -> position", _positions),
 )
 """Passes that only read each compute node once, the least any partitioning round does (``--floor``). If their time
-grows faster than the node count (the ints' does not), so will any linear pass over the graph: a partition's
-100k/10k ratio is judged against theirs."""
+grows faster than the node count (the ints' does not), so does a pass over the graph that does little more per node
+than read it: the yardstick a partition's 100k/10k ratio is read against (docs/performance.md)."""
 
 
 def access_floor(sizes: list[int], repeat: int) -> dict[tuple[str, str, int], float]:

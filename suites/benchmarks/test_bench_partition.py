@@ -1,4 +1,5 @@
-"""``bench_partition --phases``: where a partition's time goes, the figures docs/performance.md quotes (issue 42)."""
+"""``bench_partition --phases`` (where a partition's time goes) and ``--floor`` (what merely reading each node costs): the
+figures docs/performance.md quotes (issue 42)."""
 
 from __future__ import annotations
 

@@ -543,7 +543,6 @@ def test_a_lowered_graph_returns_flash_attentions_logsumexp():
     torch.testing.assert_close(logsumexp, torch.logsumexp(scores, dim=-1))
 
 
-
 class _Residual(torch.nn.Module):
     def forward(self, x):
         return x.sin() + x * 2
