@@ -28,6 +28,8 @@ import argparse
 import gc
 import time
 
+import torch.fx
+
 import trtcheck
 from trtcheck.testing.random_graphs import OPS, TENSOR_ONLY, build_graph, random_recipe, supports_all_but
 
@@ -177,16 +179,31 @@ def _positions(graph, nodes: list, ints: list[int]) -> object:
     return {node: index for index, node in enumerate(nodes)}
 
 
+def _new_nodes(graph, nodes: list, ints: list[int]) -> object:
+    """Each node made again, as a ``torch.fx.Node`` of a new graph reading the new nodes, but neither named through the
+    graph's namespace nor inserted into it: the least any copy of the graph costs (``copy_graph_module`` does this and
+    names, inserts and copies each ``meta``)."""
+    new_graph, made = torch.fx.Graph(), {}
+    get, map_arg, node_type = made.__getitem__, torch.fx.node.map_arg, torch.fx.Node
+    for node in graph.nodes:
+        if node.op == "output":
+            break
+        made[node] = node_type(new_graph, node.name, node.op, node.target, map_arg(node.args, get), map_arg(node.kwargs, get), node.type)
+    return made
+
+
 FLOOR_PASSES = (
     ("a list of ints, no node (the control)", _ints),
     ("walk graph.nodes", _walk),
     ("read each node's meta['val']", _meta),
     ("each node's all_input_nodes", _input_nodes),
     ("a dict node -> position", _positions),
+    ("make each node again (a copy's least)", _new_nodes),
 )
 """Passes that only read each compute node once, the least any partitioning round does (``--floor``). If their time
 grows faster than the node count (the ints' does not), so does a pass over the graph that does little more per node
-than read it: the yardstick a partition's 100k/10k ratio is read against (docs/performance.md)."""
+than read it: the yardstick a partition's 100k/10k ratio is read against (docs/performance.md). The last makes each
+node again: the least a copy of a user's graph costs, which the copy rule needs (``partition``)."""
 
 
 def access_floor(sizes: list[int], repeat: int) -> dict[tuple[str, str, int], float]:

@@ -45,3 +45,14 @@ def test_floor_times_every_pass_of_both_families_and_their_ratio(capsys):
     assert len(printed) == len(bench_partition.FAMILIES) * len(passes)
     for line in printed:  # each row names its pass and ends with the ratio of the largest size to the smallest
         assert any(label in line for label in passes) and line.endswith("x)") and "(900/300: " in line, line
+
+
+def test_the_copy_floor_makes_every_node_again_and_leaves_the_graph_it_copies_as_it_was():
+    graph = bench_partition.make_graph(300, bench_partition.FAMILIES["with-ints"]).graph_module.graph
+    users = {node: dict(node.users) for node in graph.nodes}
+    made = bench_partition._new_nodes(graph, [], [])
+    assert list(made) == [node for node in graph.nodes if node.op != "output"]
+    assert all(new is not node and new.target is node.target for node, new in made.items())
+    for node, new in made.items():  # each new node reads new nodes only, so no node of the original gained a user
+        assert all(value in made.values() for value in new.all_input_nodes)
+    assert {node: dict(node.users) for node in graph.nodes} == users
