@@ -1,4 +1,4 @@
-"""Calibrate ``equivalence.REFERENCE_MULTIPLE``: the largest float64 ratio of correct conversions, and the smallest
+"""Calibrate ``judge.REFERENCE_MULTIPLE``: the largest float64 ratio of correct conversions, and the smallest
 ratio of a planted wrong converter.
 
     python -m suites.benchmarks.calibrate_reference [--models 'resnet*'] [--random 200] [--presets min_block_size_1,...]
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     best_planted = min((p for p in planted if math.isfinite(p[0])), default=(math.inf, "-"))
     print(f"\ncorrect conversions: {len(correct)} outputs judged against float64, largest ratio {worst[0]:.3g} ({worst[1]})")
     print(f"planted converters (x{1 + OFF_BY:g}): {len(planted)} outputs judged, smallest ratio {best_planted[0]:.3g} ({best_planted[1]})")
-    print(f"REFERENCE_MULTIPLE = {trtcheck.verification.equivalence.REFERENCE_MULTIPLE:g}")
+    print(f"REFERENCE_MULTIPLE = {trtcheck.verification.judge.REFERENCE_MULTIPLE:g}")
     for failure in failures:
         print(f"FAILED (correct conversion): {failure}")
     return 1 if failures else 0

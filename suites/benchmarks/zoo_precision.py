@@ -127,7 +127,7 @@ def _calibration(name: str) -> tuple[dict[str, float], torch.fx.GraphModule]:
     from trtcheck.lowering.export import lower, source_of
     from trtcheck.lowering.graph import flat_inputs
     from trtcheck.verification.inputs import cloned
-    from trtcheck.verification.localize import record_eager
+    from trtcheck.verification.recording import record_eager
 
     entry = trtcheck_zoo.get(name)
     model, inputs = entry.build()

@@ -16,7 +16,8 @@ from suites.verification.planted import off_above, off_by, planted
 from trtcheck.lowering.graph import flat_inputs
 from trtcheck.partitioning.extract import segment_module
 from trtcheck.partitioning.reasons import Target
-from trtcheck.verification.localize import check_nodes, localize, subgraph_module
+from trtcheck.verification.localize import localize
+from trtcheck.verification.probes import check_nodes, subgraph_module
 from trtcheck.verification.recording import record_eager
 from trtcheck.verification.reduce import reduce_compiled
 from trtcheck_zoo import registry as zoo

@@ -1,7 +1,7 @@
 """Issue 43, "Close the gaps": localization and reduction build their sub-engines at the precision verified.
 
 Under ``Settings(precision="fp16")`` every sub-engine is built with the compiled partition's settings and judged by
-the one reduced-precision judge (``precision.judge_at_precision``: float64 of the cut, eager in fp16 its yardstick,
+the one reduced-precision judge (``judge.Judge`` at fp16: float64 of the cut, eager in fp16 its yardstick,
 the rounding bound over its depth): a planted converter error is named at fp16, a correct model whose fp16 failure
 is a range problem blames no converter, and ``fp32_nodes`` still match the nodes of a cut (they keep their names).
 """
@@ -18,7 +18,8 @@ import trtcheck
 from suites.verification.planted import off_by, planted
 from suites.verification.test_reduced_precision_broken import RMSNorm300
 from trtcheck.lowering.graph import flat_inputs
-from trtcheck.verification.localize import check_nodes, localize
+from trtcheck.verification.localize import localize
+from trtcheck.verification.probes import check_nodes
 from trtcheck.verification.recording import record_eager
 from trtcheck.verification.reduce import reduce_compiled, reduce_model
 

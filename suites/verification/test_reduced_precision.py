@@ -1,5 +1,5 @@
 """``verify`` with ``Settings.precision`` "fp16"/"bf16" (issue 24, item 2): each output is judged by its error against
-float64 against eager's own error at that precision (``equivalence.judge_reduced_precision``), and the ratio is
+float64 against eager's own error at that precision (``judge.Judge`` at fp16/bf16), and the ratio is
 reported per output."""
 
 from __future__ import annotations
@@ -9,11 +9,8 @@ import torch
 
 import trtcheck
 from trtcheck import conversion as converters
-from trtcheck.verification.equivalence import (
-    REDUCED_PRECISION_MULTIPLE,
-    compare_outputs,
-    judge_reduced_precision,
-)
+from trtcheck.verification.equivalence import compare_outputs
+from trtcheck.verification.judge import REDUCED_PRECISION_MULTIPLE, Judge
 from trtcheck.verification.reference import reduced_precision_outputs
 
 A = torch.ops.aten
@@ -60,12 +57,12 @@ def test_an_overflow_where_float64_is_finite_fails_even_when_eager_overflows_too
     exact = expected.double()
     low = torch.tensor([1.0, float("inf")], dtype=torch.float16)
     same = torch.tensor([1.0, float("inf")])
-    comparison = judge_reduced_precision(compare_outputs(expected, same), low, same, exact, "fp16")
+    comparison = Judge("fp16").judge_outputs(compare_outputs(expected, same), low, same, exact)
     assert not comparison.passed
     assert "1 element(s) are inf or NaN where float64 is finite (1 of them in eager in fp16 too)" in comparison.outputs[0].message
     assert "Settings.fp32_nodes" in comparison.outputs[0].message
     really = torch.tensor([1.0, float("inf")])  # the model's own overflow: float64 is inf there too
-    assert judge_reduced_precision(compare_outputs(really, same), low, same, really.double(), "fp16").passed
+    assert Judge("fp16").judge_outputs(compare_outputs(really, same), low, same, really.double()).passed
 
 
 def test_eager_at_reduced_precision_leaves_the_model_alone():
@@ -125,21 +122,19 @@ class NoFloat64(torch.nn.Module):
 
 
 def test_the_one_judge_says_why_it_could_not_judge_and_leaves_the_verdict_to_the_tolerances():
-    """``precision.judge_at_precision`` is what verify (every input set, every varied scalar) and the timed benchmarks
-    call: with a reference it judges in place; without one it changes nothing and returns the reason for the note."""
-    from trtcheck.verification.precision import judge_at_precision
-
+    """``Judge.judge_call`` is what verify (every input set, every varied scalar) and the timed benchmarks call: with a
+    reference it judges in place; without one it changes nothing and returns the reason for the note."""
     x = torch.randn(4, 16, generator=torch.Generator().manual_seed(1))
     model = mlp()
     expected = model(x)
     actual = expected.half().float()  # rounded as an fp16 engine rounds
     comparison = compare_outputs(expected, actual)
     assert not comparison.passed  # fp32's tolerances
-    assert judge_at_precision(comparison, model, (x,), {}, actual, "fp16") == ""
+    assert Judge("fp16").judge_call(comparison, model, (x,), {}, expected, actual) == ""
     assert comparison.passed and comparison.outputs[0].eager_precision == "fp16"
 
     wide = compare_outputs(NoFloat64()(x), actual)
-    why = judge_at_precision(wide, NoFloat64(), (x,), {}, actual, "fp16")
+    why = Judge("fp16").judge_call(wide, NoFloat64(), (x,), {}, NoFloat64()(x), actual)
     assert "float64" in why and "no float64 kernel here" in why
     assert not wide.passed and wide.outputs[0].eager_precision == ""
 

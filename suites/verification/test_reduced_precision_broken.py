@@ -15,8 +15,9 @@ from torch import nn
 
 import trtcheck
 from trtcheck.errors import VerificationError
-from trtcheck.verification.equivalence import compare_outputs, judge_reduced_precision, rounding_bound
+from trtcheck.verification.equivalence import compare_outputs
 from trtcheck.verification.fp32_search import search_fp32_nodes
+from trtcheck.verification.judge import Judge, rounding_bound
 from trtcheck.verification.reference import float64_outputs_and_depth
 
 
@@ -60,12 +61,12 @@ def test_the_bound_fails_an_output_eager_at_that_precision_gets_as_wrong():
     """The judge alone: eager at fp16 as wrong as the engine (ratio 1) no longer excuses an output far from float64."""
     exact = torch.linspace(-1, 1, 64, dtype=torch.float64)
     broken = torch.full((64,), 0.05)  # a bias alone, finite
-    comparison = judge_reduced_precision(compare_outputs(exact.float(), broken), broken, broken, exact, "fp16", depth=10)
+    comparison = Judge("fp16").judge_outputs(compare_outputs(exact.float(), broken), broken, broken, exact, depth=10)
     assert not comparison.passed
     assert comparison.outputs[0].reference_ratio == 1.0
     # and a right output within a few roundings passes the same judge
     right = exact.half().float()
-    assert judge_reduced_precision(compare_outputs(exact.float(), right), right, right, exact, "fp16", depth=10).passed
+    assert Judge("fp16").judge_outputs(compare_outputs(exact.float(), right), right, right, exact, depth=10).passed
 
 
 @pytest.mark.parametrize("precision, unit", [("fp16", 2.0**-11), ("bf16", 2.0**-8)])

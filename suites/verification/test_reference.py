@@ -13,7 +13,7 @@ from torch import nn
 
 import trtcheck
 from trtcheck import conversion
-from trtcheck.verification.equivalence import REFERENCE_MULTIPLE
+from trtcheck.verification.judge import REFERENCE_MULTIPLE
 from trtcheck.verification.reference import float64_outputs
 
 SETTINGS = trtcheck.Settings(min_block_size=1)

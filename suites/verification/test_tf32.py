@@ -10,13 +10,8 @@ import torch
 import trtcheck
 from trtcheck import conversion as converters
 from trtcheck.engines.precision import round_tf32, tf32_rounding, unit_roundoff
-from trtcheck.verification.equivalence import (
-    REDUCED_PRECISION_FLOOR,
-    REDUCED_PRECISION_MULTIPLE,
-    compare_outputs,
-    judge_reduced_precision,
-    rounding_bound,
-)
+from trtcheck.verification.equivalence import compare_outputs
+from trtcheck.verification.judge import REDUCED_PRECISION_FLOOR, REDUCED_PRECISION_MULTIPLE, Judge, rounding_bound
 from trtcheck.verification.reference import reduced_precision_outputs
 
 A = torch.ops.aten
@@ -124,10 +119,10 @@ def test_an_overflow_eager_in_float32_shares_is_the_models_own_at_tf32():
     low = torch.tensor([float("inf"), 0.5 + 3e-4, -0.25 - 2e-4])  # eager under TF32: its own rounding, float32's inf
     expected = torch.tensor([float("inf"), 0.5, -0.25])  # eager in float32
     actual = torch.tensor([float("inf"), 0.5 + 4e-4, -0.25 - 1e-4])  # off by TF32 rounding: outside fp32's tolerances
-    shared = judge_reduced_precision(compare_outputs(expected, actual), low, actual, exact, "tf32", depth=3)
+    shared = Judge("tf32").judge_outputs(compare_outputs(expected, actual), low, actual, exact, depth=3)
     assert shared.passed, shared
     overflowed = torch.tensor([float("inf"), float("inf"), -0.25 - 1e-4])
-    alone = judge_reduced_precision(compare_outputs(expected, overflowed), low, overflowed, exact, "tf32", depth=3)
+    alone = Judge("tf32").judge_outputs(compare_outputs(expected, overflowed), low, overflowed, exact, depth=3)
     assert not alone.passed and "its NaN/Inf are not those of eager in tf32" in str(alone)
 
 

@@ -22,10 +22,10 @@ import torch.fx
 
 from trtcheck.compiler.clock import Clock
 from trtcheck.compiler.front import Front, front
+from trtcheck.compiler.request import CompileRequest
 from trtcheck.conversion import segment_to_onnx
 from trtcheck.conversion.context import with_weights
 from trtcheck.conversion.interpreter import held_weights
-from trtcheck.partitioning.decisions import Support
 from trtcheck.partitioning.extract import segment_module
 from trtcheck.partitioning.partition import Partition
 from trtcheck.partitioning.reasons import Target
@@ -201,24 +201,19 @@ class Conversion(Converted):
 def convert(
     model: torch.nn.Module | torch.export.ExportedProgram,
     example_inputs: Sequence[Any],
-    settings: Settings | None = None,
+    settings: Settings | CompileRequest | None = None,
     *,
-    support: Support = None,
     example_kwargs: Mapping[str, Any] | None = None,
-    check_shapes: bool = True,
     clock: Clock | None = None,
-    lowered: torch.fx.GraphModule | None = None,
-    dynamic_shapes: Any = None,
+    **options: Any,
 ) -> Conversion:
     """The front half (``front``: lower, partition, analyse shapes), then each TensorRT segment to ONNX; no engine.
 
-    The arguments are ``front``'s, which says how the model and a reused ``lowered`` are left unchanged.
+    The arguments are ``front``'s (a ``CompileRequest``, or ``Settings`` and the request's other fields), which says
+    how the model and a reused ``lowered`` are left unchanged.
     """
     clock = clock or Clock()
-    head = front(
-        model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=check_shapes,
-        clock=clock, lowered=lowered, dynamic_shapes=dynamic_shapes,
-    )
+    head = front(model, example_inputs, settings, example_kwargs=example_kwargs, clock=clock, **options)
     onnx_models, errors = convert_segments(head.partition, clock)
     return Conversion(head, onnx_models, errors, branches=convert_branches(head.partition, clock))
 

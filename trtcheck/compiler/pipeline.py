@@ -18,14 +18,12 @@ import torch.fx
 from trtcheck.compiler.clock import Clock
 from trtcheck.compiler.convert import convert
 from trtcheck.compiler.engine_build import build_branches, build_engines, stitch_built
-from trtcheck.engines import resolve_backend
+from trtcheck.compiler.request import CompileRequest
 from trtcheck.lowering.export import source_of
 from trtcheck.memory import release_mkl_buffers
-from trtcheck.names import checked_settings
 from trtcheck.partitioning.decisions import Support
 from trtcheck.runtime.module import CompiledModule
 from trtcheck.runtime.signature import InputSignature
-from trtcheck.runtime.threads import check_torch_threads
 from trtcheck.settings import Settings
 
 
@@ -59,15 +57,23 @@ def compile(  # trtcheck.compile mirrors torch.compile and torch_tensorrt.compil
     PyTorch worker would otherwise slow the next engine: ``stitching.auto_torch_threads``); an int sets
     that count for every call; None leaves ``torch.get_num_threads()`` as the caller has it.
     """
-    check_torch_threads(torch_threads)  # before any work: a bad value is the caller's mistake, not the model's
-    settings = checked_settings(settings)
-    backend = resolve_backend(backend)  # an explicit backend missing here fails now, before any work
+    request = CompileRequest(settings, backend, support=support, strict=strict, check_shapes=check_shapes, lowered=lowered,
+                             dynamic_shapes=dynamic_shapes, torch_threads=torch_threads)
+    return compile_request(model, example_inputs, request, example_kwargs)
+
+
+def compile_request(
+    model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathLike,
+    example_inputs: Sequence[Any] | None,
+    request: CompileRequest,
+    example_kwargs: Mapping[str, Any] | None = None,
+) -> CompiledModule:
+    """``compile`` with its options as one ``CompileRequest``, checked once by its maker (``verify``'s request holds
+    one): each phase takes the previous phase's value and returns its own, ``front -> convert -> build -> stitch``."""
     clock = Clock()
     source = source_of(model, example_inputs, example_kwargs)
-    conversion = convert(
-        source.lowerable, source.example_args, settings, support=support, example_kwargs=source.example_kwargs,
-        check_shapes=check_shapes, clock=clock, lowered=lowered, dynamic_shapes=dynamic_shapes,
-    )
+    conversion = convert(source.lowerable, source.example_args, request, example_kwargs=source.example_kwargs, clock=clock)
+    backend, strict = request.backend, request.strict
     branches = build_branches(conversion, backend, strict=strict, clock=clock)  # engines inside control-flow branches
     built = build_engines(
         conversion.partition, conversion.onnx_models, conversion.errors, backend, clock, conversion.shapes,
@@ -76,4 +82,4 @@ def compile(  # trtcheck.compile mirrors torch.compile and torch_tensorrt.compil
     stitched = stitch_built(replace(built, branches=branches), clock)
     release_mkl_buffers()  # what shape analysis's run left cached, freed now that no engine is left to build
     signature = InputSignature.of(source.eager, conversion.example_args, conversion.example_kwargs, graph_module=conversion.graph_module)
-    return CompiledModule(stitched, signature, clock.times, conversion, torch_threads)
+    return CompiledModule(stitched, signature, clock.times, conversion, request.torch_threads)

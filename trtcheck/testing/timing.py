@@ -25,14 +25,13 @@ import torch
 
 from trtcheck.benchmarking import extra_info, flush_denormals, preset_label
 from trtcheck.compiler.pipeline import compile as compile_model
-from trtcheck.engines.precision import judged_precision
 from trtcheck.errors import PartitionError
 from trtcheck.runtime.module import CompiledModule
 from trtcheck.runtime.profiling import profile as profile_call
 from trtcheck.settings import Settings
-from trtcheck.verification.equivalence import Comparison, compare_outputs
+from trtcheck.verification.equivalence import Comparison
 from trtcheck.verification.inputs import cloned
-from trtcheck.verification.precision import judge_at_precision
+from trtcheck.verification.judge import Judge
 
 __all__ = ["ROUNDS", "WARMUP", "Compiled", "assert_timed_result_holds", "benchmark_variant", "compile_once", "equivalence_info",
            "synchronized"]
@@ -55,7 +54,7 @@ class Compiled:
     inputs: tuple[Any, ...]
     stitched: CompiledModule | PartitionError
     comparison: Comparison | None
-    precision: str = "fp32"  # the settings' precision (``judged_precision``: "tf32" for Settings.tf32), in ``extra_info``
+    precision: str = "fp32"  # what the judge judged at ("tf32" for Settings.tf32), in ``extra_info``
 
 
 _last: dict[Hashable, Compiled] = {}  # the last group compiled: its eager and stitched tests run back to back
@@ -73,9 +72,9 @@ def compile_once(
     group's variants run one after the other and a compiled zoo model holds hundreds of MB of engines.
 
     ``build`` makes ``(model, example_inputs)``; ``tolerances(model, inputs)`` the ``compare_outputs``
-    tolerances (default: per dtype); ``compile_options`` go to ``trtcheck.compile`` (``lowered=``, ...). Below fp32
-    or with TF32 (``engines.precision.judged_precision``) outputs are judged against eager at that precision
-    (``precision.judge_at_precision``, verify's own judge).
+    tolerances (default: per dtype); ``compile_options`` go to ``trtcheck.compile`` (``lowered=``, ...). Outputs are
+    judged as verify judges them (``Judge.of(settings)``: beyond the tolerances against float64, below float32 against
+    eager at that precision).
     """
     if key not in _last:
         _last.clear()
@@ -84,17 +83,16 @@ def compile_once(
         try:
             stitched = compile_model(model, inputs, settings, backend, **compile_options)
         except PartitionError as error:
-            _last[key] = Compiled(model, inputs, error, None, judged_precision(settings))
+            _last[key] = Compiled(model, inputs, error, None, Judge.of(settings).precision)
             return _last[key]
         # no_grad, not inference_mode: a model that runs autograd inside forward (a force field) enables grad there.
         with flush_denormals(), torch.no_grad():
-            options = tolerances(model, inputs) if tolerances is not None else {}
+            judge = Judge.of(settings, **(tolerances(model, inputs) if tolerances is not None else {}))
             actual = stitched(*cloned(inputs))  # each side its own copy: a model may update an input in place (a KV cache)
-            comparison = compare_outputs(model(*cloned(inputs)), actual, **options)
-            precision = judged_precision(settings)
-            if precision != "fp32":  # fp16/bf16/tf32 engines: judged by eager's own error at that precision, as verify does
-                judge_at_precision(comparison, model, inputs, {}, actual, precision)  # no reference: the tolerances decide
-        _last[key] = Compiled(model, inputs, stitched, comparison, judged_precision(settings))
+            expected = model(*cloned(inputs))
+            comparison = judge.compare(expected, actual)
+            judge.judge_call(comparison, model, inputs, {}, expected, actual)  # no reference: the tolerances decide
+        _last[key] = Compiled(model, inputs, stitched, comparison, judge.precision)
     return _last[key]
 
 

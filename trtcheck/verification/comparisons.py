@@ -1,11 +1,10 @@
-"""Equivalence on every input set: eager against the compiled module, each output judged as ``verify`` judges it.
+"""Equivalence on every input set: eager against the compiled module, each output judged by the request's judge.
 
-An output passes within the tolerances (``equivalence.compare_outputs``); outside them it is judged again against
-eager in float64 (``equivalence.judge_against_reference``: a deep network's rounding passes, a conversion error does
-not). A module compiled below fp32, or with TF32 (``engines.precision.judged_precision``), is judged by eager's own
-error at that precision, every output (``precision.judge_at_precision``). Int and float inputs are varied too
+An output passes within the tolerances (``equivalence.compare_outputs``) or where the request's ``Judge`` accepts its
+distance from float64 (``Judge.judge_call``: a deep network's rounding passes, a conversion error does not; below
+float32 every output is judged against eager at that precision). Int and float inputs are varied too
 (``scalar_input_violations``): the compiled module must match eager on them or refuse the call, never answer for the
-example's value.
+example's value, judged by the same judge.
 """
 
 from __future__ import annotations
@@ -17,14 +16,12 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from trtcheck.engines.precision import judged_precision
 from trtcheck.errors import InputMismatchError
 from trtcheck.verification.eager_cache import EagerCache
-from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_against_reference
+from trtcheck.verification.equivalence import Comparison
 from trtcheck.verification.inputs import cloned, detached, run_eager
 from trtcheck.verification.invariants import Violation
-from trtcheck.verification.precision import judge_at_precision
-from trtcheck.verification.reference import float64_outputs
+from trtcheck.verification.judge import Judge
 from trtcheck.verification.request import VerifyRequest
 from trtcheck.verification.state import compiled_state, restore_state, snapshot_state
 
@@ -56,7 +53,7 @@ def compare_on_input_sets(
     outputs under no_grad (``modes.grad_mode_violations``), so it runs with autograd on, as it was compiled.
     ``cache``: eager's outputs kept by an earlier verify, used where the model has no state."""
     found = Compared()
-    precision = judged_precision(request.settings)  # "tf32" for Settings.tf32: eager under TF32 rounding judges it
+    judge = request.judge
     stateful = bool(compiled_state(compiled))  # eager's state before each call, for its float64 reference
     # Eager on the example and the example again, from the state it was checked from, is what the determinism
     # check computed (and proved twice alike): reused, where no state changes between the calls.
@@ -70,42 +67,14 @@ def compare_on_input_sets(
             expected = _eager_outputs(model, input_set, kwargs, index, generated, grad, None if stateful else cache)
         with torch.no_grad():
             actual = compiled(*cloned(input_set), **cloned(kwargs))
-        comparison = compare_outputs(expected, actual, rtol=request.rtol, atol=request.atol)
-        if request.reference:
-            why = judge_input_set(comparison, model, input_set, kwargs, expected, actual, precision, state)
-            if why:
-                found.notes.append(f"input set {index}: {why}; the tolerances decide")
+        comparison = judge.compare(expected, actual)
+        why = judge.judge_call(comparison, model, input_set, kwargs, expected, actual, state)
+        if why:
+            found.notes.append(f"input set {index}: {why}; the tolerances decide")
         found.comparisons.append(comparison)
         if index == 0:
             found.first = actual
     return found
-
-
-def judge_input_set(
-    comparison: Comparison,
-    model: torch.nn.Module,
-    input_set: Sequence[Any],
-    kwargs: Mapping[str, Any],
-    expected: Any,
-    actual: Any,
-    precision: str,
-    state: Mapping[str, torch.Tensor] | None = None,
-) -> str:
-    """``verify``'s judgement of one input set beyond the tolerances (``comparison`` changed in place): below fp32
-    (or with TF32) every output against eager at that precision (``judge_at_precision``); in float32 an output
-    outside the tolerances against float64 (rounding, or a conversion error?). ``state``: the state eager started the
-    call from. Returns "" when judged, else why not (the tolerances' verdict stands). ``reduce_model`` decides by it
-    too which input set mismatches."""
-    if precision != "fp32":
-        why = judge_at_precision(comparison, model, input_set, kwargs, actual, precision, state)
-        return f"no float64 or {precision} eager reference ({why})" if why else ""
-    if comparison.passed:
-        return ""
-    exact, why = float64_outputs(model, input_set, kwargs, state)
-    if exact is None:
-        return f"no float64 reference ({why})"
-    judge_against_reference(comparison, expected, actual, exact)
-    return ""
 
 
 def _eager_outputs(
@@ -121,10 +90,9 @@ def _eager_outputs(
     return outputs
 
 
-def scalar_input_violations(model, stitched, example_inputs, example_kwargs, rtol, atol, precision: str = "fp32") -> list[Violation]:
-    """Each int/float input varied: the compiled module matches eager or refuses the call, never answers wrong (below
-    fp32, ``precision``, a ``judged_precision`` name, as judged against eager at that precision:
-    ``precision.judge_at_precision``)."""
+def scalar_input_violations(model, stitched, example_inputs, example_kwargs, judge: Judge) -> list[Violation]:
+    """Each int/float input varied: the compiled module matches eager or refuses the call, never answers wrong, as
+    ``judge`` judges it (where a reference cannot run, the tolerances decide)."""
     found: list[Violation] = []
     leaves, spec = tree_flatten((tuple(example_inputs), dict(example_kwargs)))
     names = stitched.signature.names
@@ -147,9 +115,8 @@ def scalar_input_violations(model, stitched, example_inputs, example_kwargs, rto
                 actual = stitched(*cloned(args), **cloned(kwargs))
         except InputMismatchError:
             continue  # refusing a value it was not compiled for is sound
-        comparison = compare_outputs(expected, actual, rtol=rtol, atol=atol)
-        if not comparison.passed and precision != "fp32":
-            judge_at_precision(comparison, model, args, kwargs, actual, precision, state)  # no reference: tolerances decide
+        comparison = judge.compare(expected, actual)
+        judge.judge_call(comparison, model, args, kwargs, expected, actual, state)  # no reference: the tolerances decide
         if not comparison.passed:
             message = f"{names[index]}={varied[index]!r} (compiled with {value!r}): outputs differ from eager\n{comparison}"
             found.append(Violation("scalar_input", message))

@@ -15,6 +15,7 @@ import torch
 import torch.fx
 
 from trtcheck.compiler.convert import Converted, convert
+from trtcheck.compiler.request import CompileRequest
 from trtcheck.errors import NondeterministicModelError
 from trtcheck.lowering.symbols import specialized_symbols
 from trtcheck.partitioning.partition import Partition
@@ -38,14 +39,11 @@ def specialization_violations(gm: torch.fx.GraphModule) -> list[Violation]:
 
 
 def determinism_violations(
-    stitched, model, example_inputs, settings, support, example_kwargs, lowered=None, dynamic_shapes=None
+    stitched, model, example_inputs, example_kwargs, request: CompileRequest,
 ) -> list[Violation]:
-    """Partition and convert the model again from scratch (from ``lowered`` when given): the same segments,
-    byte-identical ONNX, in the model and in every branch."""
-    again = convert(
-        model, example_inputs, settings, support=support, example_kwargs=example_kwargs, check_shapes=False, lowered=lowered,
-        dynamic_shapes=dynamic_shapes,
-    )
+    """Partition and convert the model again from scratch, as ``request`` compiled it (from its ``lowered`` when
+    given): the same segments, byte-identical ONNX, in the model and in every branch."""
+    again = convert(model, example_inputs, request, example_kwargs=example_kwargs, check_shapes=False)
     return conversion_differences(stitched.conversion, again)
 
 

@@ -2,7 +2,7 @@
 
 The matrix verifies every zoo model under four presets, and eager computes the same outputs under all of them:
 its determinism check, its autograd-on run and its run on each random input set are model-level work that the
-presets repeated (issue 25: on vit_b_16 about six eager calls per preset). ``EagerCache`` lets the later calls
+presets repeated (on vit_b_16 about six eager calls per preset). ``EagerCache`` lets the later calls
 reuse what the first computed, and nothing else: an entry is used only for the same model (class, structure,
 training flags, hooks, and every parameter and buffer bitwise) and the same inputs (bitwise), in the same grad
 mode, and only after eager, run once more on the examples, has given the kept outputs again bit for bit

@@ -10,18 +10,9 @@ the tensors as they are, which is ``torch.testing.assert_close``'s rule (with ``
 torch's own check passes here. The statistics, which only describe, are computed in float64 so that fp16
 differences cannot overflow.
 
-Fixed tolerances misjudge outputs whose rounding error grows with the model (a deep network's logits of
-magnitude 100 differ from eager by 4e-5, but so does eager from the exact result). An output that fails them
-is judged again against a float64 reference when one is given (``judge_against_reference``), as
-``torch._dynamo``'s accuracy check does: it passes when its largest error against float64 is at most
-``REFERENCE_MULTIPLE`` times eager's own largest error against float64, plus a floor of a tenth of the atol.
-The ratio is reported; NaN and Inf disagreements are never excused.
-
-A module compiled with ``Settings.precision`` "fp16"/"bf16", or with ``Settings.tf32`` ("tf32":
-``trtcheck.engines.precision.judged_precision``), is judged by ``judge_reduced_precision`` instead: every output's
-error against float64 against eager's own error *at that precision* (``REDUCED_PRECISION_MULTIPLE`` times it plus
-``REDUCED_PRECISION_FLOOR``), NaN/Inf allowed only where float64 has them (at tf32, which keeps float32's range,
-where eager under TF32 has them).
+Fixed tolerances misjudge outputs whose rounding error grows with the model, and a reduced-precision engine cannot
+meet float32's at all: how far is acceptable beyond them is the judge's to say (``verification.judge``), which
+fills each output's ``distance`` (its errors against float64) and ``verdict``.
 """
 
 from __future__ import annotations
@@ -33,8 +24,6 @@ from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
-
-from trtcheck.engines.precision import unit_roundoff
 
 ROOT = "out"
 
@@ -105,21 +94,27 @@ class OutputComparison:
     nan_mismatch: int = 0
     inf_mismatch: int = 0
     message: str = ""
-    # Filled by ``judge_against_reference`` for an output that failed the tolerances: the largest errors of the
-    # compiled and of the eager output against float64, and their ratio (None: no reference was consulted).
-    reference_error: float | None = None
-    eager_reference_error: float | None = None
-    # "fp16"/"bf16"/"tf32" when the eager error above is eager's at that precision (``judge_reduced_precision``), else "".
+    # Filled by the judge (``verification.judge``) where it consulted float64: the output's ``Distance`` (its and the
+    # yardstick's largest errors against float64), its ``Verdict`` where it failed the tolerances, and the precision
+    # the yardstick ran at ("fp16"/"bf16"/"tf32"; "" for eager in the model's dtype).
+    distance: Any = None
+    verdict: Any = None
     eager_precision: str = ""
 
     @property
+    def reference_error(self) -> float | None:
+        """The compiled output's largest finite error against float64 (None: no reference was consulted)."""
+        return None if self.distance is None else self.distance.compiled
+
+    @property
+    def eager_reference_error(self) -> float | None:
+        """The yardstick's (eager's) largest finite error against float64 (None: no reference was consulted)."""
+        return None if self.distance is None else self.distance.eager
+
+    @property
     def reference_ratio(self) -> float | None:
-        """Compiled error over eager's error, both against float64 (below ``REFERENCE_MULTIPLE``: as good as eager)."""
-        if self.reference_error is None or self.eager_reference_error is None:
-            return None
-        if self.eager_reference_error == 0:
-            return 0.0 if self.reference_error == 0 else math.inf
-        return self.reference_error / self.eager_reference_error
+        """Compiled error over eager's error, both against float64 (None: no reference was consulted)."""
+        return None if self.distance is None else self.distance.ratio
 
 
 @dataclass
@@ -174,182 +169,14 @@ def compare_outputs(
     expected_leaves, expected_spec = pytree.tree_flatten_with_path(expected)
     actual_leaves, actual_spec = pytree.tree_flatten_with_path(actual)
     structure_error = _structure_difference(expected_spec, actual_spec, ROOT)
-    actual_by_path = {_render(path): value for path, value in actual_leaves}
+    actual_by_path = {render_path(path): value for path, value in actual_leaves}
     outputs = [
-        compare_leaf(_render(path), value, actual_by_path[_render(path)], rtol, atol, worst_k)
+        compare_leaf(render_path(path), value, actual_by_path[render_path(path)], rtol, atol, worst_k)
         for path, value in expected_leaves
-        if _render(path) in actual_by_path
+        if render_path(path) in actual_by_path
     ]
     passed = structure_error is None and all(output.passed for output in outputs)
     return Comparison(outputs, passed, structure_error)
-
-
-REFERENCE_MULTIPLE = 3.0
-"""How much further from float64 than eager a compiled output may be (``torch._dynamo``'s accuracy check uses 2
-to 3). Calibrated (``python -m suites.benchmarks.calibrate_reference --models 'resnet18,resnet50,mobilenet_v3_small,
-hf_bert,hf_vit,transformer*,padded_transformer,seed*,spd*,residual*' --presets min_block_size_5 --random 40``): the
-largest ratio of a correct conversion was 0.77 (resnet50, the only model there outside the fixed tolerances; 40
-random graphs all inside them), the smallest of convolution/addmm/mm converters planted off by 1e-3 relative 272
-(hf_bert); suites/verification/test_reference.py holds both sides."""
-
-
-def judge_against_reference(comparison: Comparison, expected: Any, actual: Any, reference: Any) -> Comparison:
-    """Judge again, against ``reference`` (eager's outputs computed in float64, same structure), every output of
-    ``comparison`` that failed only on its tolerances: it passes when its largest finite error against the
-    reference is at most ``REFERENCE_MULTIPLE`` times eager's own, plus a tenth of its atol. The comparison is
-    changed in place (and returned): the verdict, the reference errors, and the message saying which rule held."""
-    if comparison.passed:  # the common case pays for no float64 arithmetic
-        return comparison
-    return _judge(comparison, expected, actual, reference, REFERENCE_MULTIPLE, None, "")
-
-
-REDUCED_PRECISION_MULTIPLE = 4.0
-"""How much further from float64 than eager *at the same precision* a module compiled with ``Settings.precision``
-"fp16"/"bf16" may be (``judge_reduced_precision``). Larger than ``REFERENCE_MULTIPLE``: the engine rounds after every
-ONNX node of the lowered, decomposed graph (a softmax is five nodes, each rounded), where eager rounds after each
-PyTorch op and keeps some fused ones in float32 inside; measured ratios of correct conversions: docs/precision.md,
-"Measured"."""
-REDUCED_PRECISION_FLOOR = {"fp16": 1e-4, "bf16": 1e-3, "tf32": 1e-4}
-"""The absolute error against float64 any output may have at that precision (a tenth of the dtype's default atol):
-an output eager computes exactly still rounds once in the engine. "tf32" (``Settings.tf32``): fp16's, the mantissa
-TF32 rounds matmul and convolution factors to being fp16's."""
-
-ROUNDING_BOUND_CAP = 0.5
-"""The most any depth excuses, relative to the output's scale: an output off by half its scale is not rounded."""
-
-
-def rounding_bound(precision: str, depth: int | None) -> float:
-    """The largest error against float64, relative to the output's scale (its largest finite float64 magnitude), that
-    ``depth`` roundings at ``precision`` may leave: ``2 * depth * u`` (``u``: ``trtcheck.engines.precision
-    .unit_roundoff``, "fp16", "bf16" or "tf32"; Higham's worst-case
-    ``depth * u`` of a chain of roundings, doubled for an engine that rounds its inputs and outputs too), at most
-    ``ROUNDING_BOUND_CAP``. ``depth`` None (not counted): the cap alone."""
-    if depth is None:
-        return ROUNDING_BOUND_CAP
-    return min(ROUNDING_BOUND_CAP, 2 * max(int(depth), 1) * unit_roundoff(precision))
-
-
-def judge_reduced_precision(comparison: Comparison, low: Any, actual: Any, reference: Any, precision: str,
-                            depth: int | None = None) -> Comparison:
-    """Judge every output of ``comparison`` (eager in the model's dtype against a module compiled with
-    ``Settings.precision`` = ``precision``, or with ``Settings.tf32`` for "tf32") against ``reference`` (eager in
-    float64) and ``low`` (eager run in ``precision``: ``reference.reduced_precision_outputs``): an output passes when
-    its largest finite error against float64 is at most ``REDUCED_PRECISION_MULTIPLE`` times eager's at that precision
-    plus ``REDUCED_PRECISION_FLOOR``, and it is NaN or infinite only where float64 is: an overflow to inf fails even when
-    eager in fp16 overflows too (the model then needs ``Settings.fp32_nodes``; the message says so). At "tf32" (float32's
-    range) NaN and Inf must be those of ``low``, eager under TF32: the model's own overflow is no TF32 error. Every output
-    gets its ratio (passing ones too: the report shows it per output); the comparison is changed in place and
-    returned.
-
-    Eager at that precision is no yardstick for a model that does not work there (issue 43, item 1: an fp16
-    normalisation whose ``mean(h * h)`` overflows gives a finite output, the bias alone, eager's as much as the
-    engine's): an output also fails when its error against float64 exceeds ``rounding_bound(precision, depth)``
-    times its scale (its largest finite float64 magnitude) plus the floor, whatever eager at that precision errs by.
-    ``depth``: the roundings on the way to the output (``reference.float64_outputs_and_depth`` counts the model's ops)."""
-    return _judge(comparison, low, actual, reference, REDUCED_PRECISION_MULTIPLE, REDUCED_PRECISION_FLOOR[precision],
-                  precision, depth)
-
-
-def _judge(comparison: Comparison, yardstick: Any, actual: Any, reference: Any, multiple: float,
-           floor: float | None, precision: str, depth: int | None = None) -> Comparison:
-    """The one float64 rule both judges apply: an output passes when its largest finite error against
-    ``reference`` is at most ``multiple`` times ``yardstick``'s (eager in the model's dtype, or eager at
-    ``precision``) plus ``floor`` (None: a tenth of the output's atol), and its NaN/Inf are the yardstick's
-    (at a reduced ``precision``: float64's).
-    ``precision`` set: every output gets its ratio, passing ones too."""
-    if comparison.structure_error is not None:
-        return comparison
-    references, yardsticks, actuals = (
-        {_render(path): value for path, value in pytree.tree_flatten_with_path(tree)[0]}
-        for tree in (reference, yardstick, actual)
-    )
-    eager_name = f"eager in {precision}" if precision else "eager"
-    for output in comparison.outputs:
-        if output.passed and not precision:
-            continue
-        exact, eager, compiled = references.get(output.path), yardsticks.get(output.path), actuals.get(output.path)
-        if not all(isinstance(v, torch.Tensor) and v.is_floating_point() for v in (exact, eager, compiled)):
-            continue
-        if exact.shape != compiled.shape or eager.shape != compiled.shape or compiled.dtype != output.dtype:
-            continue
-        exact = exact.detach().to(torch.float64).reshape(-1)
-        eager = eager.detach().to(exact.device, torch.float64).reshape(-1)
-        compiled = compiled.detach().to(exact.device, torch.float64).reshape(-1)
-        finite = eager.isfinite() & compiled.isfinite()
-        # Reduced precision: an inf or NaN must be float64's own (an overflow eager in fp16 shares is still the
-        # model's range problem, which fp32_nodes fixes); float32: eager's (the model's own overflow).
-        # TF32 keeps float32's range: an inf eager in float32 under TF32 has too is the model's own, as at fp32.
-        nonfinite_reference = exact if precision and precision != "tf32" else eager
-        same_nonfinite = _same_nonfinite(nonfinite_reference, compiled)
-        output.eager_precision = precision
-        output.eager_reference_error = _largest_error(eager[finite], exact[finite])
-        output.reference_error = _largest_error(compiled[finite], exact[finite])
-        slack = output.atol / 10 if floor is None else floor
-        allowed = multiple * output.eager_reference_error + slack
-        ratio = f"{output.reference_ratio:.3g}"
-        if output.passed:
-            continue
-        scale = _max(exact[exact.isfinite()].abs())
-        bound = rounding_bound(precision, depth) if precision else math.inf
-        within_scale = not precision or output.reference_error <= bound * scale + slack
-        if output.reference_error <= allowed and same_nonfinite and not within_scale:
-            output.message += (
-                f"; against float64 it errs by {output.reference_error:.3g}, "
-                f"{output.reference_error / scale if scale else math.inf:.3g} relative to the output's scale "
-                f"{scale:.3g}, more than the {bound:.3g} that {precision}'s unit roundoff allows over the model's depth "
-                f"({'not counted' if depth is None else f'{depth} ops'}): the model does not compute this output in "
-                f"{precision}, {eager_name} errs by {output.eager_reference_error:.3g} too (an overflow, underflow or "
-                f"cancellation inside); {_precision_fix(precision)}"
-            )
-        elif output.reference_error <= allowed and same_nonfinite:
-            output.passed = True
-            output.message = (
-                f"outside the tolerances, but as close to float64 as {eager_name}: max error against float64 "
-                f"{output.reference_error:.3g} against {eager_name}'s {output.eager_reference_error:.3g} (ratio {ratio} "
-                f"<= {multiple:g}, floor {slack:.3g})"
-            )
-        elif not same_nonfinite and nonfinite_reference is exact:
-            overflowed = compiled.isfinite().logical_not() & exact.isfinite()
-            shared = int((overflowed & eager.isfinite().logical_not()).sum())
-            output.message += (
-                f"; {int(overflowed.sum())} element(s) are inf or NaN where float64 is finite ({shared} of them in "
-                f"{eager_name} too): {precision}'s range or rounding takes them there, not only the conversion; "
-                f"{_precision_fix(precision)}"
-            )
-        elif not same_nonfinite:
-            output.message += f"; its NaN/Inf are not those of {eager_name}"
-        else:
-            output.message += (
-                f"; against float64 the compiled output errs by {output.reference_error:.3g}, {ratio}x {eager_name}'s own "
-                f"{output.eager_reference_error:.3g} (more than {multiple:g}x + {slack:.3g}: a conversion error, not "
-                f"{(precision + ' ') if precision else ''}rounding)"
-            )
-    comparison.passed = all(output.passed for output in comparison.outputs)
-    return comparison
-
-
-def _precision_fix(precision: str) -> str:
-    """What to change when ``precision``'s rounding, not the conversion, ruins an output: under a reduced
-    ``Settings.precision`` some nodes stay in float32; TF32 (float32 values, only matmul and convolution factors
-    rounded) has no nodes to keep, only the flag to clear."""
-    if precision == "tf32":
-        return "build without TF32 (Settings(tf32=False)): its matmul and convolution factors keep 10 mantissa bits"
-    return "keep the nodes that cause it in float32 (Settings.fp32_nodes; `trtcheck precision` searches for them)"
-
-
-def _same_nonfinite(reference: torch.Tensor, value: torch.Tensor) -> bool:
-    """``value`` is inf or NaN exactly where ``reference`` is, with the same infinities (float64, flat)."""
-    finite = reference.isfinite() & value.isfinite()
-    if not bool(torch.equal(reference[~finite].nan_to_num(0.0), value[~finite].nan_to_num(0.0))):
-        return False
-    return bool((reference.isnan() == value.isnan()).all())
-
-
-def _largest_error(value: torch.Tensor, exact: torch.Tensor) -> float:
-    """The largest ``|value - exact|`` where both are finite (in float64)."""
-    value = value.to(torch.float64).reshape(-1)
-    finite = value.isfinite() & exact.isfinite()
-    return _max((value - exact).abs()[finite])
 
 
 def compare_leaf(
@@ -559,7 +386,7 @@ def _unravel(flat: torch.Tensor, shape: tuple[int, ...]) -> list[tuple[int, ...]
     return [tuple(int(c) for c in index) for index in zip(*(c.tolist() for c in coordinates))]
 
 
-def _render(path: tuple[Any, ...]) -> str:
+def render_path(path: tuple[Any, ...]) -> str:
     """A pytree key path as ``out[1]['logits']``: how the user would index the output to find it."""
     return ROOT + pytree.keystr(path)
 

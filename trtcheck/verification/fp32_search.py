@@ -38,7 +38,7 @@ from trtcheck.runtime.profiling import profile
 from trtcheck.settings import Settings
 from trtcheck.text import plural
 from trtcheck.verification.inputs import cloned
-from trtcheck.verification.localize import Budget
+from trtcheck.verification.probes import Budget
 from trtcheck.verification.ranges import RangeFinding, describe_findings, range_findings, suspects
 from trtcheck.verification.recording import record_eager
 from trtcheck.verification.verify import verify

@@ -2,7 +2,7 @@
 
 Localization names the first op whose error fails; a developer fixing a converter wants more: a repro of a few
 nodes, with real input values, that runs without the model's code, and *every* independent culprit, not the
-first. Delta debugging (Zeller's ddmin) gets both from one primitive, ``localize.check_nodes``: a set of nodes
+first. Delta debugging (Zeller's ddmin) gets both from one primitive, ``probes.check_nodes``: a set of nodes
 of the lowered graph, any set, contiguous or not, cut out as a sub-engine and fed eager's recorded values
 (golden boundary values) at every cut, fails when one of its outputs fails the check ``verify`` makes. ddmin
 shrinks the TensorRT nodes to a 1-minimal failing set (removing any one node makes it pass); that set is then
@@ -26,19 +26,19 @@ from typing import Any
 import torch
 import torch.fx
 
-from trtcheck.compiler.pipeline import compile
-from trtcheck.engines import resolve_backend
-from trtcheck.engines.precision import judged_precision
+from trtcheck.compiler.pipeline import compile_request
+from trtcheck.compiler.request import CompileRequest
 from trtcheck.lowering.export import source_of
 from trtcheck.lowering.graph import flat_inputs
-from trtcheck.names import checked_settings, from_source, node_source
+from trtcheck.names import from_source, node_source
 from trtcheck.partitioning.nodes import branch_names, in_branch
 from trtcheck.partitioning.reasons import Target
 from trtcheck.settings import Settings
-from trtcheck.verification.comparisons import judge_input_set
-from trtcheck.verification.equivalence import Comparison, compare_outputs, judge_against_reference
+from trtcheck.verification.equivalence import Comparison
 from trtcheck.verification.inputs import InputSet, cloned, compared_input_sets
-from trtcheck.verification.localize import Budget, check_nodes, engine_of, float64_of, localize, normalised, subgraph_module
+from trtcheck.verification.judge import Judge
+from trtcheck.verification.localize import localize
+from trtcheck.verification.probes import Budget, check_nodes, engine_of, float64_of, normalised, subgraph_module
 from trtcheck.verification.recording import Values, record_eager
 from trtcheck.verification.repro import ReproCase, load_repro, register_recorded_converters, write_subgraph_repro
 from trtcheck.verification.state import compiled_state, snapshot_state
@@ -122,7 +122,7 @@ class Reduction:
     @property
     def failed(self) -> bool:
         """A culprit was found, or the compiled outputs differ from eager's (culprits found or not): never a pass
-        for a model whose outputs do not match (issue 43, item 6)."""
+        for a model whose outputs do not match."""
         return bool(self.culprits) or self.mismatch is not None
 
     def __str__(self) -> str:
@@ -150,25 +150,26 @@ def reduce_graph(
     settings: Settings | None = None,
 ) -> Reduction:
     """Every independent culprit among ``candidates`` (nodes of ``gm``), each reduced by ddmin to a 1-minimal set
-    that fails the check on ``values`` (eager's value of every node: ``localize.record_eager``); with ``out_dir``,
+    that fails the check on ``values`` (eager's value of every node: ``recording.record_eager``); with ``out_dir``,
     each is written as a standalone repro folder ``out_dir/culprit_<k>``. ``settings``: the compiled partition's; below
-    fp32 (or with TF32) every set is built with them and judged at that precision (``localize.check_nodes``)."""
+    fp32 (or with TF32) every set is built with them and judged at that precision (``probes.check_nodes``)."""
     clock = Budget(budget)
     found = Reduction(candidates=len(candidates))
     results: dict[frozenset, bool] = {}
+    judge = Judge.of(settings, rtol, atol)  # the one rule every set is judged by
 
     def fails(nodes: list[torch.fx.Node]) -> bool:
         key = frozenset(normalised(nodes))
         if key not in results:
             found.tests += 1
-            check = check_nodes(gm, list(key), values, backend, rtol, atol, settings=settings)
+            check = check_nodes(gm, list(key), values, backend, judge, settings=settings)
             results[key] = check.comparison is not None and not check.comparison.passed
         return results[key]
 
     remaining = list(candidates)
     while remaining and len(found.culprits) < max_culprits and not clock.spent and fails(remaining):
         smallest = normalised(ddmin(remaining, fails, clock))
-        check = check_nodes(gm, smallest, values, backend, rtol, atol, settings=settings)
+        check = check_nodes(gm, smallest, values, backend, judge, settings=settings)
         failure = next((o.message for o in check.comparison.outputs if not o.passed), "") if check.comparison else check.error
         sources = list(dict.fromkeys(source for source in map(node_source, smallest) if source))
         culprit = Reduced([n.name for n in smallest], [str(n.target) for n in smallest], failure, sources=sources)
@@ -178,8 +179,8 @@ def reduce_graph(
         found.culprits.append(culprit)
         taken = set(smallest)
         remaining = [node for node in remaining if node not in taken]
-    if found.culprits and out_dir is not None and settings is not None and judged_precision(settings) != "fp32":
-        found.notes.append(f"the culprits were reduced at {judged_precision(settings)}, but a written repro replays its "
+    if found.culprits and out_dir is not None and judge.judges_every_output:
+        found.notes.append(f"the culprits were reduced at {judge.precision}, but a written repro replays its "
                            "nodes in float32 (repro.py builds without the compiled settings)")
     found.cut_short, found.seconds = clock.cut_short, clock.elapsed
     return found
@@ -188,7 +189,7 @@ def reduce_graph(
 def tensorrt_nodes(compiled: Any) -> list[torch.fx.Node]:
     """The nodes a compiled module runs in engines: the candidates of a reduction, in graph order. ``compiled`` is
     anything with a ``partition`` and its ``engines`` by segment index: a ``CompiledModule``, or a control-flow
-    branch as localization walked it (``localize.WalkedGraph``)."""
+    branch as localization walked it (``walk.WalkedGraph``)."""
     partition = compiled.partition
     nodes = [node for index, segment in enumerate(partition.segments)
              if segment.target is Target.TENSORRT and index in compiled.engines for node in segment.nodes]
@@ -230,22 +231,21 @@ def reduce_model(
     """Compile ``model`` (as ``verify`` does, with ``dynamic_shapes``), find the first input set whose outputs differ
     from eager's (``verify``'s sets: the examples, then ``inputs`` or sets drawn like ``verify``'s), and reduce the
     mismatch on it. A model whose outputs all match has nothing to reduce: an empty ``Reduction`` that says so."""
-    settings = checked_settings(settings)
-    backend = resolve_backend(backend)
+    request = CompileRequest(settings, backend, dynamic_shapes=dynamic_shapes)  # checked once, before any work
+    backend = request.backend
     source = source_of(model, example_inputs, example_kwargs)
-    compiled = compile(source.lowerable, source.example_args, settings, backend, example_kwargs=source.example_kwargs,
-                       dynamic_shapes=dynamic_shapes)
+    compiled = compile_request(source.lowerable, source.example_args, request, source.example_kwargs)
     kwargs = dict(source.example_kwargs or {})
-    precision = judged_precision(compiled.partition.settings)
+    judge = Judge.of(compiled.partition.settings, rtol, atol)
     stateful = bool(compiled_state(compiled))
     for _, input_set in compared_input_sets(compiled.signature, source.example_args, inputs, num_inputs, seed):
         state = snapshot_state(source.eager) if stateful else None
         with torch.no_grad():
             expected = source.eager(*cloned(input_set), **cloned(kwargs))
             actual = compiled(*cloned(input_set), **cloned(kwargs))
-        comparison = compare_outputs(expected, actual, rtol=rtol, atol=atol)
+        comparison = judge.compare(expected, actual)
         # judged as verify judges it: a correct fp16 model (or a float32 one rounding beyond the tolerances) is no mismatch
-        judge_input_set(comparison, source.eager, input_set, kwargs, expected, actual, precision, state)
+        judge.judge_call(comparison, source.eager, input_set, kwargs, expected, actual, state)
         if not comparison.passed:
             flat = flat_inputs(compiled.partition.graph_module, input_set, kwargs)
             gm = compiled.partition.graph_module
@@ -307,7 +307,7 @@ def _reduce_in_branch(
     eager's values inside it, its culprits (and repros) added to ``reduction``. Only that branch: an independent
     culprit in another branch, or in a later iteration, is found once this one is fixed. Returns where it reduced
     (None: localization found no engine failing inside a branch)."""
-    found = localize(compiled, flat, backend, rtol, atol, budget=options.get("budget"))
+    found = localize(compiled, flat, backend, budget=options.get("budget"), judge=Judge.of(compiled.partition.settings, rtol, atol))
     graph = found.culprit_graph
     if graph is None or not graph.where:
         return None
@@ -351,11 +351,12 @@ def check_subgraph(module: torch.fx.GraphModule, inputs: Sequence[Any], backend:
         expected = list(module(*inputs))
         engine = engine_of(module, list(inputs), expected, backend)
         actual = list(engine(*inputs))
-    comparison = compare_outputs(expected, actual, rtol=rtol, atol=atol)
+    judge = Judge(rtol=rtol, atol=atol)
+    comparison = judge.compare(expected, actual)
     if not comparison.passed:
         exact = float64_of(module, inputs)()
         if exact is not None:
-            judge_against_reference(comparison, expected, actual, list(exact))
+            judge.judge_outputs(comparison, expected, actual, list(exact))
     return comparison
 
 

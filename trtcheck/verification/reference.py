@@ -2,10 +2,10 @@
 
 A compiled output that misses eager's by more than the tolerances may still be as right as eager itself: both
 round, differently. Eager run once more in float64 (the model and its floating inputs cast) gives the exact
-result to within float64's rounding, against which both errors are measured (``equivalence
-.judge_against_reference``), as ``torch._dynamo``'s accuracy check does. An op without a float64 kernel keeps its
+result to within float64's rounding, against which both errors are measured (``judge.Judge``), as
+``torch._dynamo``'s accuracy check does. An op without a float64 kernel keeps its
 own dtype: the reference is then as exact as the model allows. A model's own casts are part of its math, not of its
-rounding (issue 43, item 2): a cast to fp16/bf16 inside ``forward`` (``y.half()``, a ``_to_copy`` of a lowered graph)
+rounding: a cast to fp16/bf16 inside ``forward`` (``y.half()``, a ``_to_copy`` of a lowered graph)
 rounds to that dtype and hands float64 on, and a cast to float32 keeps float64 (``_RoundWhereTheModelCasts``), so
 a float32 model with a ``.half()`` submodule gets a reference rather than "mat1 and mat2 must have the same dtype".
 """
@@ -175,7 +175,7 @@ class _RoundWhereTheModelCasts(TorchDispatchMode):
 @torch.compiler.disable  # eager ``torch.cond`` runs under ``torch.compile``, which must not trace the mode's entry
 def _cond_under(mode: TorchDispatchMode, pred: Any, true_fn: Any, false_fn: Any, operands: Any) -> Any:
     """``torch.cond`` in eager at reduced precision: the branch taken runs under the same mode, so its ops are
-    widened where they lack a kernel as the top level's are (issue 43, item 3: the mode had no rule for cond)."""
+    widened where they lack a kernel as the top level's are (a dispatch mode has no rule for cond of its own)."""
     with mode:
         return (true_fn if pred else false_fn)(*operands)
 

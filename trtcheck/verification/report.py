@@ -18,8 +18,8 @@ from trtcheck.partitioning.partition import Partition
 from trtcheck.settings import Settings
 from trtcheck.text import plural
 from trtcheck.verification.equivalence import Comparison
+from trtcheck.verification.findings import Localization
 from trtcheck.verification.invariants import Violation
-from trtcheck.verification.localize import Localization
 from trtcheck.verification.ranges import RangeFinding, describe_findings
 
 

@@ -20,13 +20,13 @@ from typing import Any
 
 import torch.fx
 
-from trtcheck.engines import resolve_backend
+from trtcheck.compiler.request import CompileRequest
 from trtcheck.errors import ArgumentTypeError, SettingsError
-from trtcheck.names import checked_settings
 from trtcheck.partitioning.decisions import Support, judge_with
 from trtcheck.settings import Settings
 from trtcheck.verification.eager_cache import EagerCache
 from trtcheck.verification.inputs import InputSet, check_input_sets
+from trtcheck.verification.judge import Judge
 
 
 @dataclass(frozen=True, eq=False)  # eq: inputs hold tensors, which == compares elementwise
@@ -34,9 +34,12 @@ class VerifyRequest:
     """How to verify a model: ``verify``'s options (its docstring says what each does), validated.
 
     ``settings`` is the checked ``Settings`` (``None`` gives the defaults), ``num_inputs`` and ``seed`` plain ints (a
-    numpy integer is taken); ``resolved_backend`` the backend
-    ``backend`` names here (``"auto"`` resolved), which every engine is built on, while ``backend`` stays as asked so
-    the report can say why ``auto`` chose it.
+    numpy integer is taken); ``resolved_backend`` the backend ``backend`` names here (``"auto"`` resolved), which every
+    engine is built on, while ``backend`` stays as asked so the report can say why ``auto`` chose it.
+    ``compile_request`` is what it compiles with, and converts again from scratch for determinism (made once: the
+    settings checked, the backend and ``torch_executed_ops`` resolved); ``judge`` the one rule every output of this
+    request is judged by (``verification.judge``: made from the settings' precision, ``rtol``, ``atol`` and
+    ``reference``).
     """
 
     settings: Settings | None = None
@@ -56,6 +59,8 @@ class VerifyRequest:
     localize_budget: float = 60.0
     eager_cache: EagerCache | None = None
     resolved_backend: str = field(init=False, default="")
+    compile_request: CompileRequest = field(init=False, default=None)
+    judge: Judge = field(init=False, default_factory=Judge)
 
     def __post_init__(self) -> None:
         for keyword in ("rtol", "atol"):
@@ -91,8 +96,12 @@ class VerifyRequest:
             check_input_sets(self.inputs)
         if not isinstance(self.backend, str):
             raise ArgumentTypeError(f"verify(backend={self.backend!r}): a backend name: 'onnxruntime', 'tensorrt' or 'auto'")
-        object.__setattr__(self, "settings", checked_settings(self.settings))
-        object.__setattr__(self, "resolved_backend", resolve_backend(self.backend))  # an unknown name: BackendError
+        compiling = CompileRequest(self.settings, self.backend, support=self.support, lowered=self.lowered,
+                                   dynamic_shapes=self.dynamic_shapes)  # an unknown backend: BackendError
+        object.__setattr__(self, "compile_request", compiling)
+        object.__setattr__(self, "settings", compiling.settings)
+        object.__setattr__(self, "resolved_backend", compiling.backend)
+        object.__setattr__(self, "judge", Judge.of(self.settings, self.rtol, self.atol, self.reference))
 
     def recorded_options(self) -> dict[str, Any]:
         """The options a repro folder records (``verify.json``) and its ``repro.py`` passes back to ``verify``: those
@@ -112,7 +121,7 @@ def _tolerance(keyword: str, value: Any) -> None:
     if not _real(value):
         raise ArgumentTypeError(f"verify({keyword}={value!r}): a number, or None for the output dtype's default "
                         "(equivalence.default_tolerances)")
-    if not math.isfinite(value) or value < 0:  # inf: every finite output would pass (issue 43, item 13)
+    if not math.isfinite(value) or value < 0:  # inf: every finite output would pass
         raise SettingsError(f"verify({keyword}={value!r}): a tolerance is a finite number >= 0, or None for the output "
                          "dtype's default")
 

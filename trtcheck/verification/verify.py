@@ -8,8 +8,8 @@ where each node runs and why, what differs, and where the standalone repro was w
 ``verify`` is a driver: its options become one ``VerifyRequest`` (checked before anything runs), then each check
 family runs in turn, each in its own module: the partition's invariants (``invariants``), the stitched graph's
 (``stitched``), the model's state (``state``), determinism (``determinism``), the call modes (``modes``),
-equivalence on every input set (``comparisons``, judged by ``equivalence`` and, below fp32 or with TF32,
-``precision``), the fp16/bf16 ranges (``ranges``), then, on a failure, localization (``localize``) and the repro (``repro``).
+equivalence on every input set (``comparisons``, measured by ``equivalence`` and judged by the request's one
+``judge``), the fp16/bf16 ranges (``ranges``), then, on a failure, localization (``localize``) and the repro (``repro``).
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ import torch
 import torch.fx
 from torch.utils._pytree import tree_flatten
 
-from trtcheck.compiler.pipeline import compile
+from trtcheck.compiler.pipeline import compile_request
 from trtcheck.engines import describe_backend
-from trtcheck.engines.precision import judged_precision
 from trtcheck.errors import VerificationError
 from trtcheck.lowering.export import Source, source_of
 from trtcheck.partitioning.decisions import Support
@@ -152,10 +151,7 @@ def verify_request(
     cache = request.eager_cache if request.eager_cache is not None else EagerCache()
     cache.bind(eager, before)
     try:
-        compiled = compile(
-            source.lowerable, args, request.settings, request.resolved_backend, support=request.support,
-            example_kwargs=kwargs, lowered=request.lowered, dynamic_shapes=request.dynamic_shapes,
-        )
+        compiled = compile_request(source.lowerable, args, request.compile_request, kwargs)
         report = VerificationReport(request.name or type(source.lowerable).__name__, request.settings, request.resolved_backend,
                                     compiled.partition, compile_times=compiled.compile_times, engine=engine)
         report.violations = _soundness_violations(compiled, source, request, before)
@@ -171,15 +167,14 @@ def verify_request(
         compared = compare_on_input_sets(compiled, eager, input_sets, kwargs, request, cache, on_examples, grad=bool(mode_violations))
         report.comparisons, report.notes = compared.comparisons, report.notes + compared.notes
         report.violations += mode_output_violations(in_modes, compared.first, request.rtol, request.atol)
-        judged = judged_precision(request.settings)  # tf32 is judged against eager under TF32 rounding
-        report.violations += scalar_input_violations(eager, compiled, args, kwargs, request.rtol, request.atol, judged)
-        if request.settings.precision != "fp32":  # ranges: tf32 keeps float32's, nothing to find
-            report.range_findings, note = compiled_range_findings(compiled, args, kwargs, request.settings.precision)
+        report.violations += scalar_input_violations(eager, compiled, args, kwargs, request.judge)
+        if request.judge.narrows_range:  # fp16/bf16 leave float32's range; tf32 keeps it, nothing to find
+            report.range_findings, note = compiled_range_findings(compiled, args, kwargs, request.judge.precision)
             report.notes += [note] if note else []
         failing = next((i for i, comparison in enumerate(report.comparisons) if not comparison.passed), None)
         if failing is not None and request.localize_budget > 0:
-            report.localization = localized(compiled, input_sets[failing], kwargs, request.resolved_backend, request.rtol,
-                                            request.atol, request.localize_budget)
+            report.localization = localized(compiled, input_sets[failing], kwargs, request.resolved_backend, request.judge,
+                                            request.localize_budget)
     finally:
         restore_state(eager, before)
     if not report.passed:
@@ -199,10 +194,8 @@ def _soundness_violations(
     found = check_invariants(partition, request.support) + stitched_graph_violations(compiled.graph_module)
     found += segment_count_violations(partition)
     found += state_violations(before, live_state(source.eager), "compile")
-    found += determinism_violations(
-        compiled, source.lowerable, source.example_args, request.settings, request.support, source.example_kwargs,
-        request.lowered, request.dynamic_shapes,
-    )
+    found += determinism_violations(compiled, source.lowerable, source.example_args, source.example_kwargs,
+                                    request.compile_request)
     found += specialization_violations(compiled.conversion.graph_module)
     return found + ([] if request.allow_fallbacks else fallback_violations(partition))
 
