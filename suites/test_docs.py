@@ -7,6 +7,9 @@
 3. The README stays short: at most ``README_MAX_LINES`` lines.
 4. The README's first two shell commands are the main job (install, ``pytest --trtcheck``) and the test command
    ``.ci/run`` runs (install, the default tier), CI's reporting flags aside.
+5. trtcheck's code says what it does and why, not how it came to be: no issue numbers (``issue 43``: say the rule or
+   design instead), no "the seed" (Torch-TensorRT's partitioning design, defined in docs/partitioning.md), and no
+   docstring longer than ``DOCSTRING_MAX_LINES`` lines (measurements belong in docs/performance.md).
 
 Each check is a function over text, so the tests at the bottom run it on crafted input too: a check that cannot
 fail proves nothing.
@@ -14,6 +17,7 @@ fail proves nothing.
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 import subprocess
@@ -232,6 +236,37 @@ def readme_command_problems(readme: str, ci_script: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Lab notes in trtcheck's code
+
+PACKAGE = ROOT / "trtcheck"
+ISSUE_NUMBER = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)  # "issue 43", "issue #43", "issues 42 and 43"
+THE_SEED = re.compile(r"\bthe\s+seed\b", re.IGNORECASE)
+DOCSTRING_MAX_LINES = 40
+LAB_NOTE_FIXES = (
+    "say the rule or design an issue number stands for, so that a newcomer can follow the sentence; "
+    "for \"the seed\" say Torch-TensorRT's partitioning design (docs/partitioning.md defines it); "
+    f"keep docstrings to {DOCSTRING_MAX_LINES} lines: move measurements to docs/performance.md and link it"
+)
+
+
+def lab_notes(text: str) -> list[tuple[int, str]]:
+    """(line number, what) of every issue number, every "the seed" and every docstring (module, class, function)
+    longer than ``DOCSTRING_MAX_LINES`` lines in the Python source ``text``."""
+    found: list[tuple[int, str]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        found += [(number, f"issue number {match.group(0)!r}") for match in ISSUE_NUMBER.finditer(line)]
+        found += [(number, f"{match.group(0)!r}: an undefined name") for match in THE_SEED.finditer(line)]
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and ast.get_docstring(node):
+            literal = node.body[0]
+            lines = (literal.end_lineno or literal.lineno) - literal.lineno + 1
+            if lines > DOCSTRING_MAX_LINES:
+                name = getattr(node, "name", "the module")
+                found.append((literal.lineno, f"docstring of {name}: {lines} lines (at most {DOCSTRING_MAX_LINES})"))
+    return sorted(found)
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # The checks, on this repository
 
 def test_every_relative_link_resolves():
@@ -247,6 +282,15 @@ def test_no_tracked_text_file_names_a_development_machines_path():
         for number, line in machine_paths(path.read_text(encoding="utf-8", errors="replace"))
     ]
     assert not found, "paths of a development machine (write commands that run from a clean checkout):\n" + "\n".join(found)
+
+
+def test_trtchecks_code_carries_no_lab_notes():
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {what}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for number, what in lab_notes(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, f"lab notes in trtcheck's code ({LAB_NOTE_FIXES}):\n" + "\n".join(found)
 
 
 def test_the_readme_is_short():
@@ -289,6 +333,24 @@ def test_a_machine_path_is_caught_and_urls_and_relative_paths_are_not():
     good = [f"https://example.com{slash}home{slash}x", f"suites{slash}tmp{slash}x", f"~{slash}work{slash}x",
             f"$HOME{slash}tmp{slash}x", "tempfile.mkdtemp()", f"{slash}tmpfile"]
     assert [line for _, line in machine_paths("\n".join(bad + good))] == bad
+
+
+def test_lab_notes_are_caught_and_plain_words_are_not():
+    at_limit = "\n".join(["line"] * DOCSTRING_MAX_LINES)
+    long_body = at_limit + "\nline"
+    text = (
+        '"""A module."""\n'
+        "# issue 43 said so\n"
+        "x = 1  # (issue #42, item 1); issues 42 and 43\n"
+        "# as The Seed prints it\n"
+        f'def f():\n    """{long_body}"""\n'
+        f'class C:\n    """Short."""\n    def g(self):\n        """{at_limit}"""\n'
+        "# an issue with 3 parts; a seed of 0; the seeds; reissue 4; tissues 5; seed the RNG\n"
+    )
+    assert [(number, what.split(" ")[0]) for number, what in lab_notes(text)] == [
+        (2, "issue"), (3, "issue"), (3, "issue"), (4, "'The"), (6, "docstring"),
+    ]
+    assert lab_notes(f'"""{at_limit}"""\n') == []  # exactly the limit: a method's and a module's docstring pass
 
 
 def test_the_readme_line_limit_is_what_the_test_reads():

@@ -1,8 +1,8 @@
 """Settings as the user gives them: containers in ``torch_executed_modules``, and bad settings of every kind.
 
-Issue 9 (item 6): naming an ``nn.ModuleList`` that forward only iterates (by path or by class) used to be
-accepted and force nothing, since no node's ``nn_module_stack`` names the container itself. Issue 8: every
-bad setting is a ``SettingsError`` that names the problem and the fix.
+Naming an ``nn.ModuleList`` that forward only iterates (by path or by class) forces every module inside it, though
+no node's ``nn_module_stack`` names the container itself; every bad setting is a ``SettingsError`` that names the
+problem and the fix.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import torch
 
 import trtcheck
 from trtcheck import ReasonKind, Settings, Target
-from trtcheck.names import ModuleMatcher, module_stack
+from trtcheck.names import ModuleMatcher
+from trtcheck.provenance import module_stack
 from trtcheck.settings import AUTOCAST_POLICIES, Autocast
 
 

@@ -40,7 +40,8 @@ def flush_denormals() -> Iterator[bool]:
     """Flush denormals inside the block, then restore whatever the state was before (not just "off").
 
     Yields whether denormals are actually flushed inside the block (False on a CPU without support), which
-    is what ``extra_info(..., denormals_flushed=...)`` should record.
+    is what ``extra_info(..., denormals_flushed=...)`` should record. Build engines before entering: creating an
+    ONNX Runtime session resets the calling thread's flag (onnxruntime 1.32, ``set_denormal_as_zero`` off by default).
     """
     previous = denormals_flushed()
     torch.set_flush_denormal(True)
@@ -51,7 +52,7 @@ def flush_denormals() -> Iterator[bool]:
 
 
 def preset_label(preset: str, precision: str) -> str:
-    """How reports and benchmark groups name a preset at a precision (``engines.precision.judged_precision``'s names):
+    """How reports and benchmark groups name a preset at a precision (``verification.judge.judged_precision``'s names):
     the preset itself at fp32, ``{preset}-fp16`` / ``{preset}-bf16`` below, ``{preset}-tf32`` for ``Settings.tf32``
     (kept as it is when it already ends so: a caller may have named it so itself)."""
     suffix = f"-{precision}"

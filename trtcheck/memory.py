@@ -1,11 +1,12 @@
 """Memory hygiene of one compile: what PyTorch's CPU kernels leave in the process, given back.
 
-Why a module of its own (issue 25: compile in no more memory than ``torch.onnx.export`` and a session): shape
-analysis's run is the first run of PyTorch's CPU kernels in a fresh process, and what it loads or frees stays:
-oneDNN's code and JIT kernels, an OpenMP worker's malloc arena, freed activations in malloc's heap, MKL's GEMM
-packing buffers. ``lean_run`` runs shape analysis lean and trims the heap after; ``release_mkl_buffers`` frees
-MKL's buffers once the engines are built. Both reach into the C libraries (libc's ``malloc_trim``, libtorch's
-MKL) through ``ctypes``, and do nothing where those are missing.
+Why a module of its own: compile is to take no more memory than ``torch.onnx.export`` plus one ONNX Runtime
+session for the whole model (the peer), and shape analysis's run is the first run of PyTorch's CPU kernels in a
+fresh process, so what it loads or frees stays: oneDNN's code and JIT kernels, an OpenMP worker's malloc arena,
+freed activations in malloc's heap, MKL's GEMM packing buffers. ``lean_run`` runs shape analysis lean and trims
+the heap after; ``release_mkl_buffers`` frees MKL's buffers once the engines are built. Both reach into the C
+libraries (libc's ``malloc_trim``, libtorch's MKL) through ``ctypes``, and do nothing where those are missing.
+The measurements behind both: docs/performance.md#compile-time-and-memory.
 """
 
 from __future__ import annotations
@@ -24,15 +25,12 @@ def lean_run() -> Iterator[None]:
     """PyTorch on one thread with oneDNN off, for a run that only needs shapes and dtypes; then the heap pages it
     freed given back to the system (glibc's ``malloc_trim(0)``).
 
-    Why (issue 25: compile in no more memory than ``torch.onnx.export`` and a session): in a fresh process shape
-    analysis is the first run of PyTorch's CPU kernels, and what that run loads or frees stays in the process:
-    oneDNN's code and JIT kernels, an OpenMP worker with its own malloc arena, freed activations kept in malloc's
-    heap. RSS above the start after shape analysis, without and with this (``python -m
-    suites.benchmarks.bench_compile --models ... --repeat 1``, one round each): convnext_tiny 93 -> 52 MiB, vit_b_16
-    92 -> 59, vgg11 72 -> 45. The run is slower (convnext_tiny 0.09 -> 0.5 s, vit_b_16 0.3 -> 0.45 s); the shapes
-    are the same (a kernel choice changes values' last bits, never shapes). Both settings are restored also when
-    the run raises; while it runs they hold for the whole process, as every ``torch.backends`` flag does. MKL's
-    buffers the run leaves stay until ``release_mkl_buffers`` (its docstring says why)."""
+    Why: what shape analysis's run, the process's first of PyTorch's CPU kernels, loads or frees stays in the process
+    (the module's docstring lists what), which would put compile above the peer's memory. Lean, the run keeps less and
+    takes longer (docs/performance.md#compile-time-and-memory); the shapes are the same (a kernel choice changes
+    values' last bits, never shapes). Both settings are restored also when the run raises; while it runs they hold for
+    the whole process, as every ``torch.backends`` flag does. MKL's buffers the run leaves stay until
+    ``release_mkl_buffers`` (its docstring says why)."""
     threads, onednn = torch.get_num_threads(), torch.backends.mkldnn.enabled
     try:
         torch.set_num_threads(1)
@@ -50,20 +48,13 @@ def release_mkl_buffers() -> None:
     """MKL's cached buffers freed (``mkl_free_buffers``), then glibc's ``malloc_trim(0)`` (where either is missing:
     nothing). ``compile`` calls this once its engines are built, not when shape analysis's run ends.
 
-    MKL keeps the packing buffers of its last GEMMs for the next call (after shape analysis's run, ``mkl_serv_mem_stat``:
-    vgg11 9.0 MiB, resnet50 5.7, convnext_tiny 29.3 in 5 buffers, bert_base 14.4), which the peer never allocates; MKL
-    allocates them again when a GEMM next needs them. Why after the engines: vgg11's compile peaks 21-32 MiB higher
-    when they are freed before its engine build (single processes, MiB, freed before / not, the heap trimmed when the
-    run ends: 935, 935 / 912, 903; not trimmed: 928, 935 / 907, 913; the peer 909-920), which decided issue 25's
-    memory target for vgg11. What it costs the others, medians of five rounds,
-    freed when the run ended / after the build (``python -m suites.benchmarks.bench_compile --models resnet50
-    convnext_tiny inception_v3 bert_base --repeat 5``): resnet50 291 / 305 MiB (the peer 305), convnext_tiny 166 / 180
-    (181), inception_v3 263 / 269 (270-284), bert_base 406 / 406 (405-406). Why the early free costs vgg11 is not
-    established: glibc's mmap threshold, the first suspect, is ~27.9 MiB after vgg11's run with the free and without
-    it (the run's own im2col buffers raised it), found by probing which malloc size gets mmapped. Running shape
-    analysis itself after the engine build was tried too: vgg11 894, but its run then adds its activations to the
-    session's kept memory (one round: efficientnet_b0 105 against the peer's 99, densenet121 1.01, convnext_tiny 1.02;
-    bert_base 417 against 405 over three)."""
+    MKL keeps the packing buffers of its last GEMMs for the next call (after shape analysis's run, several MiB to
+    tens of MiB), which the peer never allocates; MKL allocates them again when a GEMM next needs them. Why after
+    the engines, not when the run ends: freed before its engine build, vgg11's compile peaks higher than the
+    peer's; freed after it, the models whose peak the early free had lowered stay at or under the peer's. Why the
+    early free costs vgg11 is not established (glibc's mmap threshold, the first suspect, ends vgg11's run at the
+    same value either way); running shape analysis itself after the engine build was tried and not adopted. The
+    figures and the command that reproduces them: docs/performance.md#compile-time-and-memory ("MKL's buffers")."""
     if _MKL_FREE_BUFFERS is not None:
         _MKL_FREE_BUFFERS()
     _trim_heap()

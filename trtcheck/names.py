@@ -4,16 +4,15 @@
 ``Settings`` itself holds values (``trtcheck.settings`` imports no torch, so the ``trtcheck`` command's
 parser and the pytest plugin load without it); every entry point resolves the names with
 ``checked_settings`` before any work, so a typo is an error that suggests the nearest real names instead
-of a setting that silently matches nothing.
+of a setting that silently matches nothing. Where a node came from in the user's code (its module stack, file and
+line) is ``trtcheck.provenance``'s; its ``from_source`` and ``node_source`` are importable from here too, where
+``trtcheck.verification``'s reduce and localize import them.
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
-import os
-import pathlib
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ import torch
 import torch.fx
 
 from trtcheck.errors import SettingsError
+from trtcheck.provenance import class_name, from_source, node_source  # noqa: F401
 from trtcheck.settings import Autocast, Settings
 
 OpSpec = str | torch._ops.OpOverload | torch._ops.OpOverloadPacket
@@ -214,62 +214,6 @@ class ModuleMatcher:
         return f"ModuleMatcher({self.paths!r})"
 
 
-def module_stack(node: torch.fx.Node) -> list[tuple[str, str]]:
-    """The ``(qualified path, class qualname)`` of every module enclosing ``node``, outermost first."""
-    stack = node.meta.get("nn_module_stack") or {}
-    result = []
-    for path, cls in stack.values():
-        result.append((path, _class_name(cls)))
-    return result
-
-
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
-_LIBRARY_DIRS = tuple(str(pathlib.Path(module.__file__).resolve().parent) + os.sep for module in (torch,))
-
-
-def node_source(node: torch.fx.Node) -> str:
-    """Where in the user's code ``node`` came from, for a culprit or a fallback reason: the innermost module's path
-    and class (``encoder.layer.3.attention (BertSelfAttention)``; ``the model itself`` at the top level) and the file
-    and line of the innermost frame of its ``stack_trace`` outside PyTorch (``model.py:42``), where torch.export kept
-    them. ``""`` when it kept neither (a node trtcheck made, a branch graph)."""
-    parts = []
-    stack = module_stack(node)
-    if stack:
-        path, cls = stack[-1]
-        parts.append(f"{path or 'the model itself'} ({cls.rpartition('.')[2]})")
-    trace = node.meta.get("stack_trace")
-    if isinstance(trace, str):
-        frames = [(match["file"], match["line"]) for match in _FRAME.finditer(trace)]
-        users = [frame for frame in frames if not _in_library(frame[0])]
-        if users:
-            file, line = users[-1]
-            parts.append(f"{file}:{line}")
-    return ", ".join(parts)
-
-
-def from_source(source: str) -> str:
-    """``from layers.1 (Block), model.py:23``: how a culprit or a node names where in the user's code it came from,
-    ``source`` being ``node_source``'s (non-empty) answer. Localization's culprit, reduction's culprits, the HTML page
-    and ``Partition``'s summary all say it so."""
-    return f"from {source}"
-
-
-def _in_library(file: str) -> bool:
-    """A frame of PyTorch's own code, or of the code torch.fx generates for a GraphModule's forward (``<eval_with_key>.N``:
-    a branch graph of ``torch.cond`` re-traced, never a line the user wrote)."""
-    if file.startswith("<eval_with_key>"):
-        return True
-    try:
-        resolved = str(pathlib.Path(file).resolve())
-    except (OSError, ValueError):
-        return False
-    return resolved.startswith(_LIBRARY_DIRS)
-
-
-def _class_name(cls: Any) -> str:
-    return cls if isinstance(cls, str) else f"{cls.__module__}.{cls.__qualname__}"
-
-
 # ``GraphModule.meta`` key: the model's ``{path: class qualname}``, recorded when names are first resolved
 # against the model, so that a later resolution from the graph alone (``check_invariants``) still knows
 # modules that no node's ``nn_module_stack`` names, such as an ``nn.ModuleList`` forward only iterates.
@@ -301,7 +245,7 @@ def _module_table(graph: torch.fx.Graph, model: torch.nn.Module | None) -> _Modu
     meta = getattr(owner, "meta", None)
     if model is not None and not isinstance(model, torch.fx.GraphModule):
         classes.update(
-            (path, _class_name(type(module))) for path, module in model.named_modules(remove_duplicate=False)
+            (path, class_name(type(module))) for path, module in model.named_modules(remove_duplicate=False)
         )
         if isinstance(meta, dict):
             meta[MODULE_CLASSES_META] = dict(classes)
@@ -317,7 +261,7 @@ def _module_table(graph: torch.fx.Graph, model: torch.nn.Module | None) -> _Modu
     used: set[str] = set()
     for path, cls in stack_paths.items():
         if classes.get(path) is None:
-            classes[path] = _class_name(cls)
+            classes[path] = class_name(cls)
         used.add(path)
         end = path.find(".")
         while end >= 0:

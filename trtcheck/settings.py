@@ -108,7 +108,7 @@ AUTOCAST_POLICIES: dict[str, Autocast] = {"torch_tensorrt": Autocast()}
 
 @dataclass
 class Settings:
-    """How a model is split between TensorRT and PyTorch (the seed's "automatic fallback" knobs).
+    """How a model is split between TensorRT and PyTorch (the "automatic fallback" knobs of Torch-TensorRT's partitioning design).
 
     Attributes:
         min_block_size: the fewest compute nodes (``operator.getitem`` not counted) a TensorRT segment may
@@ -123,19 +123,14 @@ class Settings:
             boundaries; never more segments than ``"dependency_aware"``: ``trtcheck.partitioning.optimal``).
         require_full_compilation: demand exactly one TensorRT segment, or fail naming what prevents it.
         precision: what engines compute in: ``"fp32"`` (default: every tensor keeps the ONNX model's dtype),
-            ``"fp16"`` or ``"bf16"``. TensorRT 11 has no precision flags (every network is strongly typed), so a
-            reduced precision lives in the segment's ONNX model itself: float weights and the float tensors between
-            nodes in that type, a Cast at each engine boundary (inputs and outputs keep their dtypes), the nodes kept
-            in float32 (``fp32_nodes``, ``autocast``, the ops TensorRT has no such kernel for) with Casts around them
-            (``trtcheck.engines.mixed_precision``). TensorRT builds that graph and ONNX Runtime runs the same graph,
-            computing its low-precision nodes in float32 and rounding after each (``trtcheck.engines.precision``).
-            ``verify`` then judges outputs against eager's own error at that precision.
+            ``"fp16"`` or ``"bf16"``: each segment's ONNX model in that type, its inputs and outputs in their own
+            dtypes, ``fp32_nodes``, ``autocast`` and ops without such a kernel in float32; ``verify`` judges outputs
+            against eager's own error at that precision (docs/precision.md).
         fp32_nodes: under ``precision="fp16"``/``"bf16"``, the nodes kept in float32 (the layers whose range or
             accumulation the reduced precision breaks: a LayerNorm's variance, a masked softmax), by the lowered
             graph's node name (``"native_layer_norm"``, as ``Partition.explain`` lists them) or by op name
-            (``"aten::native_layer_norm"``: every node calling it). Their ONNX nodes stay float32 in the segment's
-            graph, with Casts from and to the reduced precision around them; ``trtcheck precision MODEL --precision
-            fp16`` searches for such a set.
+            (``"aten::native_layer_norm"``: every node calling it). ``trtcheck precision MODEL --precision fp16``
+            searches for such a set.
         use_fp32_acc: under ``precision="fp16"``/``"bf16"``, every MatMul and Gemm reads its inputs in the reduced
             precision, multiplies and accumulates in float32 and casts its result back (Torch-TensorRT's
             ``use_fp32_acc``: a strongly typed TensorRT may accumulate fp16 matmuls in fp16 otherwise).
@@ -143,11 +138,9 @@ class Settings:
             ``"torch_tensorrt"`` (Torch-TensorRT's ``enable_autocast`` rules with its defaults) or an ``Autocast``
             (its exclusions, output threshold and reduction depth), so that a run verifies what Torch-TensorRT's
             Autocast would build. None (default): only ``fp32_nodes``.
-        tf32: float32 MatMul, Gemm and convolutions multiply TF32 values (8-bit exponent, 10-bit mantissa, rounded
-            to nearest even) and accumulate in float32, as TensorRT does when ``BuilderFlag.TF32`` is set (its
-            default, and Torch-TensorRT's: ``disable_tf32=False``). False (default): TensorRT's TF32 flag is cleared.
-            ONNX Runtime emulates it (``trtcheck.engines.precision.emulate_tf32``); ``verify`` judges it like a
-            reduced precision (unit roundoff ``2**-11``: ``trtcheck.engines.precision.unit_roundoff``).
+        tf32: float32 MatMul, Gemm and convolutions multiply TF32 values (10-bit mantissa) and accumulate in
+            float32, as TensorRT does with ``BuilderFlag.TF32`` (its default, and Torch-TensorRT's). False (default):
+            TensorRT's TF32 flag is cleared. ``verify`` judges it like a reduced precision (docs/precision.md#tf32).
         workspace_size: the TensorRT builder's workspace limit in bytes (default 1 GiB); 0 leaves
             TensorRT's own default (the device's memory).
         engine_cache: reuse TensorRT engines built earlier for the same ONNX, TensorRT version, device

@@ -1,10 +1,10 @@
 """Shape analysis: the shapes and dtypes crossing every segment boundary, with their ranges.
 
 They come from the graph's fake-tensor metadata (``meta["val"]``), which is what engines are built from.
-A graph exported with ``dynamic_shapes`` carries symbolic sizes (``s0``, ``2*s0``); as the seed's shape
-analysis gives every engine input a (min, opt, max) shape, ``value_shape`` bounds each size over the
-ranges export recorded for its symbols (``bound_sympy``), opt being the example's size.
-As the seed's shape analysis runs each segment with JIT, ``find_mismatches`` runs the graph on the example
+A graph exported with ``dynamic_shapes`` carries symbolic sizes (``s0``, ``2*s0``); as shape analysis in
+Torch-TensorRT's partitioning design (docs/partitioning.md) gives every engine input a (min, opt, max) shape,
+``value_shape`` bounds each size over the ranges export recorded for its symbols (``bound_sympy``), opt being the
+example's size. As that shape analysis runs each segment with JIT, ``find_mismatches`` runs the graph on the example
 inputs (``observe``) and checks that every boundary value has the recorded shape and dtype, so an engine is
 never built for a shape the model does not produce. One run (an ``Observation``) serves every partition of one
 graph: compile keeps it with a lowering that is reused (``analyse_shapes``'s ``lowered``). The example inputs, not
@@ -366,7 +366,7 @@ def analyse_shapes(
 def _branch_shapes(partition: Partition, ranges: Ranges) -> dict[str, ShapeAnalysis]:
     return {
         name: ShapeAnalysis(_tensorrt_shapes(sub, ranges), {}, _branch_shapes(sub, ranges))
-        for name, sub in partition.subpartitions.items()
+        for name, sub in partition.branches.items()
     }
 
 

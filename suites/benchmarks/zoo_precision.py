@@ -18,7 +18,7 @@ float64 each gets.
 
 ``tf32`` (needs issue 40's engines): ``Settings(tf32=True)`` compiled, its outputs compared with eager float32's by the
 fixed float32 tolerances, and judged against float64 with eager under the same TF32 rounding as the yardstick
-(``precision.tf32_rounding``) by the rule ``verify`` applies to fp16 (4x eager's error + 1e-4), until ``verify`` itself
+(``verification.reference.tf32_rounding``) by the rule ``verify`` applies to fp16 (4x eager's error + 1e-4), until ``verify`` itself
 learns ``judged_precision``.
 
 The same script measured the zoo before issue 40 (``PYTHONPATH=<a checkout of 4345836>``: its fp16 was a per-node
@@ -170,8 +170,8 @@ def _policies(name: str, precision: str, budget: float) -> list[Run]:
 
 def _autocast_kept(name: str, settings: trtcheck.Settings, lowered: torch.fx.GraphModule) -> int:
     """How many fx nodes the Autocast policy keeps in float32 across the model's engines (their ONNX nodes' origins)."""
-    from trtcheck.conversion.origins import onnx_origin
-    from trtcheck.engines.mixed_precision import to_mixed_precision
+    from trtcheck.compiler.mixed_precision import to_mixed_precision
+    from trtcheck.onnx_format.origins import onnx_origin
     from trtcheck.settings import Autocast
 
     entry = trtcheck_zoo.get(name)

@@ -68,7 +68,7 @@ def test_each_branch_is_stitched_with_its_engine(compiled_cond):
     stitched = compiled_cond.graph_module
     for name in BRANCHES:
         branch = getattr(stitched, name)
-        assert isinstance(branch, torch.fx.GraphModule) and branch.partition is compiled_cond.partition.subpartitions[name]
+        assert isinstance(branch, torch.fx.GraphModule) and branch.partition is compiled_cond.partition.branches[name]
         assert len(_engines(branch)) == 1, name
     assert len(_engines(stitched)) == 3  # the stem's, and one per branch
     # the lowered graph the partition describes keeps its original branches
@@ -129,7 +129,7 @@ def test_verify_takes_both_branches(cond_model, monkeypatch):
 def test_a_forced_op_inside_a_branch_splits_its_engines(cond_model):
     model, inputs = cond_model
     report = trtcheck.verify(model, inputs, trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::relu"]))
-    stitched_true = report.partition.subpartitions["true_graph_0"]
+    stitched_true = report.partition.branches["true_graph_0"]
     assert [s.target for s in stitched_true.segments] == [Target.TENSORRT, Target.TORCH, Target.TENSORRT]
 
 
@@ -140,14 +140,14 @@ def test_a_branch_segment_that_fails_to_convert_falls_back_and_is_reported(cond_
     convert_segments = compiler.convert_segments
 
     def refuse_in_branches(partition, clock):  # the parent (the one partition with branches) converts
-        if partition.subpartitions:
+        if partition.branches:
             return convert_segments(partition, clock)
         tensorrt = [i for i, segment in enumerate(partition.segments) if segment.target is Target.TENSORRT]
         return OnnxModels(), {i: RuntimeError("no ONNX for this branch segment") for i in tensorrt}
 
     monkeypatch.setattr(compiler, "convert_segments", refuse_in_branches)
     compiled = trtcheck.compile(model, inputs, trtcheck.Settings(min_block_size=5))
-    true = compiled.partition.subpartitions["true_graph_0"]
+    true = compiled.partition.branches["true_graph_0"]
     assert [s.target for s in true.segments] == [Target.TORCH]
     (reason,) = true.fallbacks
     # the reason, then where the segment's first node came from: the user's torch.cond call (torch.export keeps no
@@ -176,7 +176,7 @@ def test_a_branch_engine_that_fails_to_build_falls_back_with_its_stage(cond_mode
 
     monkeypatch.setattr("trtcheck.compiler.engine_build.build_engine", broken)
     compiled = trtcheck.compile(model, inputs, trtcheck.Settings(min_block_size=5))
-    assert all("[engine build failed" in line for line in compiled.partition.subpartitions["false_graph_0"].fallbacks)
+    assert all("[engine build failed" in line for line in compiled.partition.branches["false_graph_0"].fallbacks)
     assert any(line.startswith("branch false_graph_0: segment @0") for line in compiled.partition.fallbacks)
 
 
@@ -196,7 +196,7 @@ def test_the_while_loop_body_runs_its_engine_every_iteration():
 def test_the_while_loop_verifies_with_the_body_in_an_engine():
     model, inputs = models.get("while_loop_body").build()
     report = trtcheck.verify(model, inputs, trtcheck.Settings(min_block_size=5))
-    body = report.partition.subpartitions["while_loop_body_graph_0"]
+    body = report.partition.branches["while_loop_body_graph_0"]
     assert [s.target for s in body.segments] == [Target.TENSORRT] and len(body.segments[0].nodes) == 6
 
 

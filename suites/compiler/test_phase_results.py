@@ -26,7 +26,7 @@ def _snapshot(partition: Partition) -> list:
     so a segment edited in place and one replaced both show)."""
     return [
         (path, [(id(s), s.target, id(s.nodes), list(s.nodes), s.do_not_merge) for s in part.segments],
-         id(part.segments), dict(part.reasons), list(part.fallbacks), {n: id(p) for n, p in part.subpartitions.items()})
+         id(part.segments), dict(part.reasons), list(part.fallbacks), {n: id(p) for n, p in part.branches.items()})
         for path, part in partition.walk()
     ]
 
@@ -105,5 +105,5 @@ def test_stitching_branches_leaves_every_partition_as_made(monkeypatch, recorded
     assert _snapshot(conversion.partition) == before
     assert len(built) == 3 and all(_snapshot(partition) == snapshot for partition, snapshot in built)  # 2 branches, the model
     assert bool(compiled.partition.fallbacks) == fail
-    for name, sub in compiled.partition.subpartitions.items():
+    for name, sub in compiled.partition.branches.items():
         assert sub is getattr(compiled.graph_module, name).partition  # the partition each stitched branch runs

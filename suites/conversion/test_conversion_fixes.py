@@ -24,8 +24,8 @@ from trtcheck.conversion.arguments import bind
 from trtcheck.conversion.ops._common import TENSORRT_DTYPES, engine_refusal
 from trtcheck.engines.base import onnx_elem_type
 from trtcheck.errors import EngineBuildError, LoweringError
-from trtcheck.names import node_source
 from trtcheck.partitioning.partition import Fallback
+from trtcheck.provenance import node_source
 
 A = torch.ops.aten
 ONE = trtcheck.Settings(min_block_size=1)

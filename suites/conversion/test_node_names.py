@@ -98,7 +98,7 @@ def test_a_users_converter_is_named_in_its_nodes() -> None:
 def test_a_segment_onnx_runtime_cannot_run_names_the_fx_node_and_converter_in_its_fallback(monkeypatch) -> None:
     """The issue's example: ONNX Runtime has no bfloat16 Gemm kernel, so the session cannot be created (with the
     engine's bf16 emulation, issue 24, turned off: it computes bf16 models in float32 and runs this one)."""
-    monkeypatch.setattr(ort_engine, "needs_emulation", lambda model, precision: False)
+    monkeypatch.setattr(ort_engine, "needs_emulation", lambda model: False)
     model = nn.Linear(4, 3).to(torch.bfloat16).eval()
     compiled = trtcheck.compile(model, (torch.randn(2, 4, dtype=torch.bfloat16),), ONE, backend="onnxruntime")
     (fallback,) = compiled.partition.fallbacks

@@ -21,7 +21,7 @@ binding sources (``tensorrt_11_1_api``: builder and parser). The one thing it of
 
 Execution is real arithmetic on CPU memory: ``execute_async_v3`` reads each input from the address bound to its
 *name*, runs the built ONNX model in ONNX Runtime (its float16/bfloat16 layers through trtcheck's CPU emulation,
-``trtcheck.engines.precision.emulate``: the only fp16 arithmetic this machine has, not TensorRT's kernels; TF32 is
+``trtcheck.engines.emulation.emulate``: the only fp16 arithmetic this machine has, not TensorRT's kernels; TF32 is
 not applied), and writes each output to the address bound to its name. The engine lists its I/O tensors in
 ``state.io_order`` ("reversed" by default, unlike the ONNX graph), so code that binds by position instead of by name
 computes wrong results. Nothing here says how real TensorRT computes: see ``suites/engines/test_tensorrt_gpu.py``.
@@ -40,7 +40,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from trtcheck.engines.precision import emulate, needs_emulation
+from trtcheck.engines.emulation import emulate, needs_emulation
 
 VERSION = "11.1.0.106"
 PLAN_TAG = b"FAKEPLAN"
@@ -479,7 +479,7 @@ def make_module(version: str = VERSION) -> types.ModuleType:
                     self._io[vi.name] = (mode, dtype, dims)
             names = list(self._io)
             self._order = names[::-1] if state.io_order == "reversed" else names
-            runnable = emulate(model)[0] if needs_emulation(model, "fp32") else model  # MOCK: CPU fp16/bf16 arithmetic
+            runnable = emulate(model)[0] if needs_emulation(model) else model  # MOCK: CPU fp16/bf16 arithmetic
             self._session = ort.InferenceSession(runnable.SerializeToString(), providers=["CPUExecutionProvider"])
 
         @property

@@ -12,9 +12,9 @@ import torch
 from onnx import helper
 
 import trtcheck
-from trtcheck.conversion.origins import explain_node_names, node_origins
 from trtcheck.engines import EngineBuildError, TensorSpec, build_engine
 from trtcheck.errors import EngineRuntimeError
+from trtcheck.onnx_format.origins import explain_node_names, node_origins
 
 _GEMM = "%addmm (aten.addmm.default), converter trtcheck.conversion.ops.linear._addmm"
 

@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import helper
 
-from trtcheck.conversion.context import weight_placeholder
 from trtcheck.engines import EngineBuildError, OnnxRuntimeEngine, TensorSpec, build_engine
 from trtcheck.engines import onnxruntime as ort_engine
 from trtcheck.engines.base import onnx_elem_type
 from trtcheck.engines.onnxruntime import session_options
+from trtcheck.onnx_format.weights import weight_placeholder
 
 
 def spec(name: str, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> TensorSpec:

@@ -4,9 +4,9 @@ MOCK: TensorRT's builder and parser need a CUDA GPU and the full TensorRT wheels
 ``fake_tensorrt.make_module()`` as ``sys.modules["tensorrt"]`` and replaces ``TensorRTEngine.cuda`` (torch's CUDA
 queries) with a fake device that is the CPU. The fake offers TensorRT 11.1's Python API and nothing it lacks (checked
 against the real API by ``test_fake_tensorrt_conformance.py``) and computes with ONNX Runtime on the memory bound to
-each tensor name. What these tests prove is trtcheck's side: settings -> precision graph and builder config (strongly
-typed, no weak typing call), shape specs -> profile, cache keys and invalidation, binding by name, dtypes, the
-version range, and the fallback on a parser refusal. Whether real TensorRT behaves as documented is for
+each tensor name. What these tests prove is trtcheck's side: settings -> precision graph (the compiler's), build
+options -> builder config (strongly typed, no weak typing call), shape specs -> profile, cache keys and invalidation,
+binding by name, dtypes, the version range, and the fallback on a parser refusal. Whether real TensorRT behaves as documented is for
 ``suites/engines/test_tensorrt_gpu.py`` (marked ``tensorrt``, skipped here).
 """
 
@@ -29,7 +29,8 @@ from onnx import TensorProto, helper
 import trtcheck
 from suites.engines import fake_tensorrt
 from trtcheck import dtypes
-from trtcheck.engines import EngineBuildError, TensorRTEngine, TensorSpec, build_engine, resolve_backend
+from trtcheck.compiler.engine_build import build_segment_engine, engine_options
+from trtcheck.engines import EngineBuildError, EngineOptions, TensorRTEngine, TensorSpec, build_engine, resolve_backend
 from trtcheck.engines.cache import (
     CACHE_DIR_ENV,
     CacheKey,
@@ -37,9 +38,10 @@ from trtcheck.engines.cache import (
     default_cache_dir,
 )
 from trtcheck.engines.tensorrt import (
-    BuilderOptions,
     CudaRuntime,
     ShapeRange,
+    builder_key,
+    network_flags,
     optimization_profile,
     shape_ranges,
     unsupported_version,
@@ -187,7 +189,7 @@ def test_every_precision_builds_strongly_typed_from_its_graph(trt, sub_model, pr
     """TensorRT 11 has no FP16/BF16 builder flags: the network is strongly typed (STRONGLY_TYPED, 11.1's value 0) and
     the precision is the parsed graph's: the Sub computes in ``low`` between Casts that keep the engine's float32 I/O."""
     settings = trtcheck.Settings(precision=precision, workspace_size=123 << 20)
-    engine = build_engine(sub_model, [A, B], [OUT], backend="tensorrt", settings=settings)
+    engine = build_segment_engine(sub_model, [A, B], [OUT], backend="tensorrt", settings=settings)
     (config,), (flags,), (parsed,) = trt.state.configs, trt.state.network_flags, trt.state.parsed
     assert flags == 1 << 0 == 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
     assert not config.get_flag(trt.BuilderFlag.TF32) and config.flags == 0  # cleared: fp32 means float32 products
@@ -204,7 +206,7 @@ LOW_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat
 
 
 def test_tf32_sets_the_builder_flag(trt, sub_model):
-    build_engine(sub_model, [A, B], [OUT], backend="tensorrt", settings=trtcheck.Settings(tf32=True))
+    build_engine(sub_model, [A, B], [OUT], backend="tensorrt", options=EngineOptions(tf32=True))
     (config,) = trt.state.configs
     assert config.get_flag(trt.BuilderFlag.TF32) and config.flags == 1 << int(trt.BuilderFlag.TF32)
 
@@ -213,12 +215,12 @@ def test_strongly_typed_is_the_enums_own_bit_and_nothing_where_it_has_none():
     """TensorRT 10 numbers STRONGLY_TYPED 1 (after EXPLICIT_BATCH 0), 11.1 numbers it 0: the bit is the enum's. A
     TensorRT whose enum lacks it gets no flags (11.x ignores the flag; every network is strongly typed)."""
     ten = types.SimpleNamespace(NetworkDefinitionCreationFlag=types.SimpleNamespace(STRONGLY_TYPED=1))
-    assert BuilderOptions.network_flags(ten) == 2
-    assert BuilderOptions.network_flags(types.SimpleNamespace()) == 0
+    assert network_flags(ten) == 2
+    assert network_flags(types.SimpleNamespace()) == 0
 
 
 def test_no_weak_typing_api_is_called(trt):
-    """fp16 with fp32_nodes used to set layer precisions, output types and OBEY_PRECISION_CONSTRAINTS, none of which
+    """fp16 with fp32_nodes needs no layer precisions, output types or OBEY_PRECISION_CONSTRAINTS, none of which
     TensorRT 11 has: the fake's layers refuse any attribute the real ILayer lacks, as pybind11 does, and its
     BuilderFlag has only 11.1's members."""
     assert not hasattr(trt.BuilderFlag, "FP16") and not hasattr(trt.BuilderFlag, "OBEY_PRECISION_CONSTRAINTS")
@@ -232,13 +234,24 @@ def test_no_weak_typing_api_is_called(trt):
 
 
 def test_workspace_zero_leaves_tensorrts_default(trt, sub_model):
-    TensorRTEngine(sub_model, [A, B], [OUT], settings=trtcheck.Settings(workspace_size=0))
+    TensorRTEngine(sub_model, [A, B], [OUT], options=EngineOptions(workspace_size=0))
     assert trt.state.configs[0].get_memory_pool_limit(trt.MemoryPoolType.WORKSPACE) == fake_tensorrt.DEVICE_MEMORY
 
 
 def test_defaults_are_fp32_and_one_gib():
-    assert BuilderOptions.from_settings(None) == BuilderOptions.from_settings(trtcheck.Settings()) == BuilderOptions("fp32", 1 << 30, ())
-    assert not BuilderOptions().tf32 and not BuilderOptions().use_fp32_acc and BuilderOptions().autocast is None
+    assert engine_options(None) == engine_options(trtcheck.Settings()) == EngineOptions()
+    assert EngineOptions().precision == "fp32" and EngineOptions().workspace_size == 1 << 30 and EngineOptions().fp32_nodes == ()
+    assert not EngineOptions().tf32 and not EngineOptions().use_fp32_acc and EngineOptions().autocast is None
+    assert EngineOptions().engine_cache and EngineOptions().engine_cache_dir is None
+
+
+def test_the_compiler_makes_the_options_from_settings():
+    settings = trtcheck.Settings(precision="fp16", fp32_nodes=["erf", "add"], use_fp32_acc=True, autocast="torch_tensorrt",
+                                 tf32=True, workspace_size=1 << 20, engine_cache=False, engine_cache_dir="engines-cache")
+    assert engine_options(settings) == EngineOptions(
+        tf32=True, workspace_size=1 << 20, engine_cache=False, engine_cache_dir="engines-cache", precision="fp16",
+        fp32_nodes=("add", "erf"), use_fp32_acc=True, autocast=dataclasses.asdict(Autocast.of("torch_tensorrt")),
+    )
 
 
 # -- the TensorRT version ------------------------------------------------------------------------------------------
@@ -362,7 +375,7 @@ def key(**changes):
         "tensorrt_version": fake_tensorrt.VERSION,
         "device_name": "Fake GPU",
         "compute_capability": (9, 0),
-        "builder": BuilderOptions().key({"a": ShapeRange.static((2, 3))}),
+        "builder": builder_key(EngineOptions(), {"a": ShapeRange.static((2, 3))}),
     }
     onnx_bytes = changes.pop("onnx_bytes", b"onnx")
     base.update(changes)
@@ -376,12 +389,12 @@ def key(**changes):
         {"tensorrt_version": "11.1.1.0"},
         {"device_name": "Other GPU"},
         {"compute_capability": (8, 9)},
-        {"builder": BuilderOptions("fp16").key({"a": ShapeRange.static((2, 3))})},
-        {"builder": BuilderOptions("bf16").key({"a": ShapeRange.static((2, 3))})},
-        {"builder": BuilderOptions(tf32=True).key({"a": ShapeRange.static((2, 3))})},
-        {"builder": BuilderOptions(workspace_size=1 << 31).key({"a": ShapeRange.static((2, 3))})},
-        {"builder": BuilderOptions().key({"a": ShapeRange((1, 3), (2, 3), (4, 3))})},
-        {"builder": BuilderOptions().key({"b": ShapeRange.static((2, 3))})},
+        {"builder": builder_key(EngineOptions(precision="fp16"), {"a": ShapeRange.static((2, 3))})},
+        {"builder": builder_key(EngineOptions(precision="bf16"), {"a": ShapeRange.static((2, 3))})},
+        {"builder": builder_key(EngineOptions(tf32=True), {"a": ShapeRange.static((2, 3))})},
+        {"builder": builder_key(EngineOptions(workspace_size=1 << 31), {"a": ShapeRange.static((2, 3))})},
+        {"builder": builder_key(EngineOptions(), {"a": ShapeRange((1, 3), (2, 3), (4, 3))})},
+        {"builder": builder_key(EngineOptions(), {"b": ShapeRange.static((2, 3))})},
     ],
     ids=["onnx", "version", "device", "capability", "fp16", "bf16", "tf32", "workspace", "profile", "input name"],
 )
@@ -392,15 +405,15 @@ def test_every_component_changes_the_key(change):
 
 @pytest.mark.parametrize(
     "change",
-    [{"fp32_nodes": ("erf",)}, {"use_fp32_acc": True}, {"autocast": Autocast()}, {"autocast": Autocast(max_depth_of_reduction=64)},
-     {"tf32": True}],
+    [{"fp32_nodes": ("erf",)}, {"use_fp32_acc": True}, {"autocast": dataclasses.asdict(Autocast())},
+     {"autocast": dataclasses.asdict(Autocast(max_depth_of_reduction=64))}, {"tf32": True}],
     ids=["fp32_nodes", "use_fp32_acc", "autocast", "autocast rule", "tf32"],
 )
 def test_every_fp16_builder_setting_changes_the_key(change):
     """Against an fp16 key alike in all else: the settings that shape the precision graph are in the key themselves
     (the graph's digest is too), so that an entry says what it was built for."""
-    fp16 = {"builder": BuilderOptions("fp16").key({"a": ShapeRange.static((2, 3))})}
-    changed = {"builder": BuilderOptions("fp16", **change).key({"a": ShapeRange.static((2, 3))})}
+    fp16 = {"builder": builder_key(EngineOptions(precision="fp16"), {"a": ShapeRange.static((2, 3))})}
+    changed = {"builder": builder_key(EngineOptions(precision="fp16", **change), {"a": ShapeRange.static((2, 3))})}
     assert key(**fp16).digest != key(**changed).digest
 
 
@@ -520,9 +533,9 @@ def test_a_hit_in_a_new_process_gives_the_outputs_of_a_fresh_build(trt, tmp_path
 
 
 def test_the_setting_names_the_directory_and_can_turn_the_cache_off(trt, sub_model, tmp_path):
-    engine = build(sub_model, settings=trtcheck.Settings(engine_cache_dir=str(tmp_path / "mine")))
+    engine = build(sub_model, options=EngineOptions(engine_cache_dir=str(tmp_path / "mine")))
     assert entry(engine).parent == tmp_path / "mine" and entry(engine).exists()
-    off = build(sub_model, settings=trtcheck.Settings(engine_cache=False))
+    off = build(sub_model, options=EngineOptions(engine_cache=False))
     assert off.cache is None and off.cache_event == "off" and trt.state.builds == 2
 
 
@@ -590,7 +603,7 @@ def test_an_unwritable_cache_warns_and_keeps_the_engine(trt, sub_model, tmp_path
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     with pytest.warns(RuntimeWarning, match=r"could not write the TensorRT engine cache entry"):
-        engine = build(sub_model, settings=trtcheck.Settings(engine_cache_dir=str(blocker / "engines")))
+        engine = build(sub_model, options=EngineOptions(engine_cache_dir=str(blocker / "engines")))
     assert engine.cache_event.startswith("not stored (unreadable entry") and "Not a directory" in engine.cache_event
     a, b = operands()
     torch.testing.assert_close(engine(a, b)[0], a - b)

@@ -1,10 +1,10 @@
-"""Reduced precision on ONNX Runtime (issues 24, 40): every float tensor between nodes rounded like fp16/bf16.
+"""Reduced precision on ONNX Runtime: every float tensor between nodes rounded like fp16/bf16.
 
-``OnnxRuntimeEngine.build`` runs a segment at ``precision="fp16"``/``"bf16"`` as its mixed-precision graph (the one
-TensorRT builds: ``mixed_precision.precision_graph``), and any graph holding float16/bfloat16 values through
-``precision.emulate``, which computes them in float32 and rounds after every node, at every input and weight. Each
-test here fails with the rewrite disabled (``needs_emulation`` patched to False: checked by hand, see the report of
-issue 24).
+The compiler makes a segment at ``precision="fp16"``/``"bf16"`` its mixed-precision graph (the one TensorRT builds:
+``compiler.mixed_precision.precision_graph``), and ``OnnxRuntimeEngine.build`` runs any graph holding
+float16/bfloat16 values through ``emulation.emulate``, which computes them in float32 and rounds after every node, at
+every input and weight. Each test here fails with the rewrite disabled (``needs_emulation`` patched to False: checked
+by hand).
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from onnx import TensorProto, helper
 
 import trtcheck
 from trtcheck import Settings
-from trtcheck.conversion.context import weight_placeholder
-from trtcheck.engines import TensorSpec, build_engine
-from trtcheck.engines.mixed_precision import precision_graph
-from trtcheck.engines.precision import emulate, needs_emulation
+from trtcheck.compiler.engine_build import build_segment_engine
+from trtcheck.compiler.mixed_precision import precision_graph
+from trtcheck.engines import TensorSpec
+from trtcheck.engines.emulation import emulate, needs_emulation
+from trtcheck.onnx_format.weights import weight_placeholder
 
 F32, F16, BF16 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16
 LOW = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -37,7 +38,7 @@ def vi(name, elem, shape):
 
 
 def engine(model, inputs, outputs, precision="fp32", weights=None):
-    return build_engine(model, inputs, outputs, backend="onnxruntime", settings=Settings(precision=precision), weights=weights)
+    return build_segment_engine(model, inputs, outputs, backend="onnxruntime", settings=Settings(precision=precision), weights=weights)
 
 
 def scalar(name, value, elem):
@@ -49,7 +50,7 @@ def cpu_graph(model, precision, weights=None):
     return emulate(*precision_graph(model, Settings(precision=precision), weights))
 
 
-# ---- the issue's examples, through compile --------------------------------------------------------------
+# ---- whole models, through compile ----------------------------------------------------------------------
 
 
 class Rescale(torch.nn.Module):
@@ -58,7 +59,7 @@ class Rescale(torch.nn.Module):
 
 
 def test_fp16_model_overflows_between_nodes_like_eager():
-    """``x*4000/4000`` in float16: eager's product overflows to inf; ONNX Runtime used to keep it in float32."""
+    """``x*4000/4000`` in float16: eager's product overflows to inf; ONNX Runtime's fp16 kernels alone keep it in float32."""
     x = (torch.randn(16, 64, generator=torch.Generator().manual_seed(0)) * 30).half()
     compiled = trtcheck.compile(Rescale(), (x,), Settings(min_block_size=1))
     expected, actual = Rescale()(x), compiled(x)
@@ -90,7 +91,7 @@ def test_fp32_model_with_precision_fp16_overflows_like_half_eager():
 
 
 def test_bf16_conv_relu_compiles_to_an_engine_and_matches_eager():
-    """ONNX Runtime's CPU provider has no bf16 Conv or Relu: the segment used to fall back to PyTorch."""
+    """ONNX Runtime's CPU provider has no bf16 Conv or Relu: without the emulation the segment falls back to PyTorch."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).to(torch.bfloat16).eval()
     x = torch.randn(2, 3, 12, 12).bfloat16()
@@ -244,7 +245,7 @@ def test_names_are_deterministic_and_unique():
 
 def test_fp32_model_at_fp32_is_left_alone():
     model = model_of([helper.make_node("Relu", ["x"], ["y"])], [vi("x", F32, (2,))], [vi("y", F32, (2,))])
-    assert not needs_emulation(model, "fp32")
-    assert needs_emulation(model, "fp16") and needs_emulation(model, "bf16")
+    assert not needs_emulation(model)
+    assert all(needs_emulation(precision_graph(model, Settings(precision=p))[0]) for p in ("fp16", "bf16"))
     half = model_of([helper.make_node("Relu", ["x"], ["y"])], [vi("x", F16, (2,))], [vi("y", F16, (2,))])
-    assert needs_emulation(half, "fp32")
+    assert needs_emulation(half)

@@ -14,7 +14,7 @@ import torch
 from onnx import helper
 
 import trtcheck
-from trtcheck.engines import TensorRTEngine, TensorSpec, build_engine
+from trtcheck.engines import EngineOptions, TensorRTEngine, TensorSpec, build_engine
 
 REASON = TensorRTEngine.unavailable_reason()
 pytestmark = [pytest.mark.tensorrt, pytest.mark.skipif(REASON is not None, reason=f"needs TensorRT and a CUDA GPU: missing {REASON}")]
@@ -68,7 +68,7 @@ def test_an_engine_binds_by_name_and_returns_cpu_results_for_cpu_inputs(tmp_path
         [helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, [2, 3])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    engine = build_engine(model, [b, a], [out], backend="tensorrt", settings=trtcheck.Settings(engine_cache_dir=str(tmp_path)))
+    engine = build_engine(model, [b, a], [out], backend="tensorrt", options=EngineOptions(engine_cache_dir=str(tmp_path)))
     x, y = torch.randn(2, 3), torch.randn(2, 3)
     (result,) = engine(y, x)  # the specs say b first
     assert result.device.type == "cpu"

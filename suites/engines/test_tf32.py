@@ -1,9 +1,9 @@
-"""TF32 (issue 40): ``Settings(tf32=True)`` as TensorRT computes it and as the judge's yardstick must.
+"""TF32: ``Settings(tf32=True)`` as TensorRT computes it and as the judge's yardstick must.
 
 TensorRT sets ``BuilderFlag.TF32`` by default, and Torch-TensorRT leaves it set (``disable_tf32=False``): a float32
 engine most users deploy multiplies 10-bit mantissas (8-bit exponent, round to nearest even) and accumulates in
-float32. ONNX Runtime emulates it (``precision.emulate_tf32``: the factors of every float32 MatMul, Gemm, Conv and
-ConvTranspose rounded), eager under ``precision.tf32_rounding`` is the same rounding for the judge.
+float32. ONNX Runtime emulates it (``emulation.emulate_tf32``: the factors of every float32 MatMul, Gemm, Conv and
+ConvTranspose rounded), eager under ``verification.reference.tf32_rounding`` is the same rounding for the judge.
 """
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 import trtcheck
 from trtcheck import Settings
-from trtcheck.conversion.context import weight_placeholder
-from trtcheck.engines import TensorSpec, build_engine
-from trtcheck.engines.precision import MANTISSA_BITS, emulate_tf32, judged_precision, round_tf32, tf32_rounding, unit_roundoff
+from trtcheck.engines import EngineOptions, TensorSpec, build_engine
+from trtcheck.engines.emulation import emulate_tf32
+from trtcheck.engines.precision import MANTISSA_BITS, round_tf32, unit_roundoff
+from trtcheck.onnx_format.weights import weight_placeholder
+from trtcheck.verification.judge import judged_precision
+from trtcheck.verification.reference import tf32_rounding
 
 F32 = TensorProto.FLOAT
 
@@ -101,7 +104,7 @@ def test_weights_are_rounded_once_and_other_readers_see_values_unrounded():
         (add,) = [n for n in rounded.graph.node if n.name == "add/Add"]
         assert mm.input[0] == "x__tf32" and mm.input[1] == "w" and list(add.input) == ["m", "x"]
         x, y = TensorSpec("x", (2, 2), torch.float32), TensorSpec("y", (2, 2), torch.float32)
-        engine = build_engine(model, [x], [y], backend="onnxruntime", settings=Settings(tf32=True), weights=weights)
+        engine = build_engine(model, [x], [y], backend="onnxruntime", options=EngineOptions(tf32=True), weights=weights)
         a = torch.full((2, 2), 1 + 2**-11 + 2**-13)  # rounds up to 1 + 2**-10 in TF32
         expected = round_tf32(a) @ torch.ones(2, 2) + a
         torch.testing.assert_close(engine(a)[0], expected, rtol=0, atol=0)

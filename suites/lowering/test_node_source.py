@@ -1,5 +1,5 @@
-"""``names.node_source``: where in the user's code a node came from (issue 43: culprits and fallback reasons name
-the user's source, the module path and the file and line torch.export kept)."""
+"""``provenance.node_source``: where in the user's code a node came from (culprits and fallback reasons name the
+user's source: the module path and the file and line torch.export kept)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pathlib
 import torch
 
 import trtcheck
-from trtcheck.names import node_source
+from trtcheck.provenance import node_source
 
 
 class Block(torch.nn.Module):

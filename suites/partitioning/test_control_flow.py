@@ -1,7 +1,7 @@
 """Control flow: a ``torch.cond`` / ``while_loop`` node is a Torch segment of its own, its branches are partitioned.
 
 The node gets reason ``control_flow`` and a ``do_not_merge`` segment holding it and the ``getitem`` of its
-result; every branch graph is partitioned with the same settings into ``Partition.subpartitions``, with the
+result; every branch graph is partitioned with the same settings into ``Partition.branches``, with the
 parent's parameters inlined as constants of a copy (mutable state and loop-carried values stay inputs).
 The printout, ``explain()`` and the invariants recurse into branches; each new invariant is shown to fire
 on a partition corrupted by hand.
@@ -151,8 +151,8 @@ def test_while_loop_is_a_do_not_merge_torch_segment():
     _, segment = _segment_of_flow(partition)
     assert segment.do_not_merge and [node.name for node in segment.nodes] == ["while_loop", "getitem_1"]
     assert partition.reasons[segment.nodes[0]].kind is ReasonKind.CONTROL_FLOW
-    assert set(partition.subpartitions) == {"while_loop_cond_graph_0", "while_loop_body_graph_0"}
-    body = partition.subpartitions["while_loop_body_graph_0"]
+    assert set(partition.branches) == {"while_loop_cond_graph_0", "while_loop_body_graph_0"}
+    body = partition.branches["while_loop_body_graph_0"]
     assert [s.target for s in body.segments] == [Target.TENSORRT]  # i + 1 and the cell's 5 ops: one engine
     assert aten.relu.default in _ops(body.segments[0])
     assert trtcheck.check_invariants(partition) == []
@@ -169,8 +169,8 @@ def test_require_full_compilation_names_the_cond():
 @pytest.mark.slow
 def test_each_branch_is_partitioned_with_the_same_settings():
     partition = _partition(CondBranches(), trtcheck.Settings(min_block_size=5))
-    assert set(partition.subpartitions) == BRANCHES
-    true, false = partition.subpartitions["true_graph_0"], partition.subpartitions["false_graph_0"]
+    assert set(partition.branches) == BRANCHES
+    true, false = partition.branches["true_graph_0"], partition.branches["false_graph_0"]
     assert true.settings is partition.settings and false.settings is partition.settings
     assert _ops(true.segments[0]) == [aten.permute.default, aten.addmm.default, aten.relu.default, aten.mul.Tensor,
                                       aten.add.Tensor, aten.tanh.default]
@@ -180,7 +180,7 @@ def test_each_branch_is_partitioned_with_the_same_settings():
 
 def test_a_forced_op_inside_a_branch_runs_in_torch():
     partition = _partition(CondBranches(), trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::relu"]))
-    true = partition.subpartitions["true_graph_0"]
+    true = partition.branches["true_graph_0"]
     assert [s.target for s in true.segments] == [Target.TENSORRT, Target.TORCH, Target.TENSORRT]
     (relu,) = true.segments[1].nodes
     assert relu.target is aten.relu.default and true.reasons[relu].kind is ReasonKind.FORCED_OP
@@ -193,7 +193,7 @@ def test_a_forced_module_enclosing_the_cond_forces_both_branches():
     assert partition.reasons[_node(partition, "cond")].kind is ReasonKind.FORCED_MODULE  # the user's word first
     _, segment = _segment_of_flow(partition)
     assert segment.do_not_merge  # still a segment of its own: stitching copies it whole
-    for name, sub in partition.subpartitions.items():
+    for name, sub in partition.branches.items():
         assert [s.target for s in sub.segments] == [Target.TORCH], name
         assert {sub.reasons[node].detail for node in sub.compute_nodes} == {"inside 'gate' (torch_executed_modules)"}
     assert trtcheck.check_invariants(partition) == []
@@ -203,13 +203,13 @@ def test_parameters_are_inlined_into_a_copy_of_the_branch():
     partition = _partition(CondBranches())
     original = partition.graph_module.true_graph_0
     code = original.code
-    branch = partition.subpartitions["true_graph_0"].graph_module
+    branch = partition.branches["true_graph_0"].graph_module
     assert branch is not original
     constants = {node.name: node for node in branch.graph.nodes if node.op == "get_attr"}
     assert set(constants) == {"gate_up_bias", "gate_up_weight"}
     weight = operator.attrgetter(constants["gate_up_weight"].target)(branch)
     assert weight is partition.graph_module.gate.up.weight  # the same tensor: no copy of the weights
-    segment = partition.subpartitions["true_graph_0"].segments[0]
+    segment = partition.branches["true_graph_0"].segments[0]
     assert constants["gate_up_weight"] in segment.constants and constants["gate_up_weight"] not in segment.inputs
     # the copy takes every operand still (its parameter placeholders are unused); the original is unchanged
     placeholders = [node for node in branch.graph.nodes if node.op == "placeholder"]
@@ -225,7 +225,7 @@ def test_a_users_graph_module_and_its_branches_are_left_as_they_were():
     lowered = trtcheck.lower(model, inputs)
     before = (lowered.code, lowered.true_graph_0.code, lowered.false_graph_0.code)
     partition = trtcheck.partition(lowered, inputs, trtcheck.Settings(min_block_size=1))
-    assert partition.subpartitions["true_graph_0"].graph_module is not lowered.true_graph_0
+    assert partition.branches["true_graph_0"].graph_module is not lowered.true_graph_0
     assert (lowered.code, lowered.true_graph_0.code, lowered.false_graph_0.code) == before
 
 
@@ -233,7 +233,7 @@ def test_a_users_graph_module_and_its_branches_are_left_as_they_were():
 def test_mutable_state_stays_an_input_of_the_branch():
     partition = _partition(StatefulCond())
     for name in BRANCHES:
-        sub = partition.subpartitions[name]
+        sub = partition.branches[name]
         constants = {node.name for node in sub.graph_module.graph.nodes if node.op == "get_attr"}
         assert constants == {"linear_bias", "linear_weight"}, name  # the parameters inlined, the buffer not
         (segment,) = sub.segments
@@ -244,7 +244,7 @@ def test_mutable_state_stays_an_input_of_the_branch():
 @pytest.mark.slow
 def test_a_loop_carried_constant_stays_an_input_of_the_body():
     partition = _partition(CarriedBuffer())
-    body = partition.subpartitions["while_loop_body_graph_0"]
+    body = partition.branches["while_loop_body_graph_0"]
     constants = {node.name for node in body.graph_module.graph.nodes if node.op == "get_attr"}
     assert constants == {"linear_bias", "linear_weight"}  # additional inputs inlined, h0 (carried) not
     assert {"arg0_1", "arg1_1", "arg4_1"} <= {value.name for value in body.segments[0].inputs}
@@ -253,9 +253,9 @@ def test_a_loop_carried_constant_stays_an_input_of_the_body():
 @pytest.mark.slow
 def test_nested_conds_are_partitioned_recursively():
     partition = _partition(NestedCond())
-    outer = partition.subpartitions["true_graph_0"]
-    assert set(partition.subpartitions) == BRANCHES and set(outer.subpartitions) == BRANCHES
-    inner = outer.subpartitions["true_graph_0"]
+    outer = partition.branches["true_graph_0"]
+    assert set(partition.branches) == BRANCHES and set(outer.branches) == BRANCHES
+    inner = outer.branches["true_graph_0"]
     assert aten.relu.default in _ops(inner.segments[0]) and inner.segments[0].target is Target.TENSORRT
     # the inner branch's weights were operands of the outer branch (its placeholders), inlined twice over
     assert {node.name for node in inner.graph_module.graph.nodes if node.op == "get_attr"} == {"a_bias", "a_weight"}
@@ -282,7 +282,7 @@ def test_explain_names_branch_nodes_with_their_branch():
     assert any(line.startswith("true_graph_0/true_graph_0/relu (aten::relu): TensorRT - convertible [from ") for line in lines)
     assert any(line.startswith("true_graph_0/false_graph_0/sigmoid (aten::sigmoid): Torch - forced_op") for line in lines)
     assert any(line.startswith("cond (cond): Torch - control_flow: torch.cond runs in PyTorch") for line in lines)
-    inner = partition.subpartitions["true_graph_0"].subpartitions["true_graph_0"]
+    inner = partition.branches["true_graph_0"].branches["true_graph_0"]
     (relu,) = [n for n in inner.compute_nodes if n.target is aten.relu.default]
     assert partition.explain([relu]).startswith("true_graph_0/true_graph_0/relu (aten::relu): TensorRT - convertible [from ")
 
@@ -293,7 +293,7 @@ def test_the_summary_counts_branch_nodes_and_engines():
     summary = ExplainSummary.of(partition)
     # compute nodes as min_block_size counts them: the getitem of the cond's result is not one
     parent = sum(map(counts_toward_block_size, partition.compute_nodes))
-    inside = sum(sum(map(counts_toward_block_size, sub.compute_nodes)) for sub in partition.subpartitions.values())
+    inside = sum(sum(map(counts_toward_block_size, sub.compute_nodes)) for sub in partition.branches.values())
     assert (summary.compute_nodes, summary.branch_nodes, summary.branches) == (parent + inside, inside, 2)
     assert [engine.label for engine in summary.engines] == ["@0", "true_graph_0@0", "false_graph_0@0"]
     text = partition.explain_summary().splitlines()
@@ -367,17 +367,17 @@ def test_a_getitem_away_from_its_control_flow_node_is_caught(cond_partition):
 
 @pytest.mark.slow
 def test_a_missing_or_stray_subpartition_is_caught(cond_partition):
-    false = cond_partition.subpartitions.pop("false_graph_0")
+    false = cond_partition.branches.pop("false_graph_0")
     (violation,) = _violations(cond_partition, "subpartition")
     assert violation.node == "cond" and "branch false_graph_0 has no sub-partition" in violation.message
-    cond_partition.subpartitions["false_graph_0"] = false
-    cond_partition.subpartitions["elsewhere"] = false
+    cond_partition.branches["false_graph_0"] = false
+    cond_partition.branches["elsewhere"] = false
     (violation,) = _violations(cond_partition, "subpartition")
     assert violation.branch == "elsewhere" and "no control-flow node" in violation.message
 
 
 def test_violations_inside_a_branch_name_the_branch(cond_partition):
-    cond_partition.subpartitions["true_graph_0"].segments[0].nodes.pop()  # drop the branch's tanh
+    cond_partition.branches["true_graph_0"].segments[0].nodes.pop()  # drop the branch's tanh
     (violation,) = _violations(cond_partition, "placement")
     assert (violation.branch, violation.node) == ("true_graph_0", "tanh_1")
     assert str(violation) == "[placement] branch true_graph_0, node tanh_1: compute node in no segment"
@@ -386,7 +386,7 @@ def test_violations_inside_a_branch_name_the_branch(cond_partition):
 @pytest.mark.slow
 def test_violations_of_a_nested_branch_name_its_path():
     partition = _partition(NestedCond())
-    inner = partition.subpartitions["true_graph_0"].subpartitions["false_graph_0"]
+    inner = partition.branches["true_graph_0"].branches["false_graph_0"]
     dropped = inner.segments[0].nodes.pop()
     violations = trtcheck.check_invariants(partition)
     assert {v.branch for v in violations} == {"true_graph_0/false_graph_0"}
@@ -396,6 +396,15 @@ def test_violations_of_a_nested_branch_name_its_path():
 @pytest.mark.slow
 def test_forced_modules_are_checked_inside_branches():
     partition = _partition(CondBranches(), trtcheck.Settings(min_block_size=1, torch_executed_modules=["gate"]))
-    partition.subpartitions["false_graph_0"].segments[0].target = Target.TENSORRT
+    partition.branches["false_graph_0"].segments[0].target = Target.TENSORRT
     violations = _violations(partition, "forced_module")
     assert violations and {v.branch for v in violations} == {"false_graph_0"}
+
+
+def test_the_former_name_of_branches_still_reads_them_and_says_it_is_deprecated():
+    partition = _partition(CondBranches(), trtcheck.Settings(min_block_size=1))
+    with pytest.warns(DeprecationWarning, match="Partition.branches"):
+        assert partition.subpartitions is partition.branches
+    with pytest.warns(DeprecationWarning, match="branches="):
+        again = partition.with_fallbacks(subpartitions=partition.branches)
+    assert again.branches == partition.branches

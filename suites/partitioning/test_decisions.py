@@ -11,6 +11,7 @@ import torch.fx
 import trtcheck
 from suites.partitioning.partitioning_cases import SeedModel, no_lgamma
 from trtcheck import ReasonKind, Target
+from trtcheck.provenance import module_stack
 from trtcheck.testing.random_graphs import supports_all_but
 
 aten = torch.ops.aten
@@ -100,7 +101,7 @@ def net():
 
 
 def modules_of(node):
-    return [path for path, _ in trtcheck.names.module_stack(node)]
+    return [path for path, _ in module_stack(node)]
 
 
 @pytest.mark.parametrize("spec", ["layer1.1", "Block", f"{Block.__module__}.Block"])

@@ -20,7 +20,7 @@ def layout(partition: trtcheck.Partition) -> tuple:
         tuple((segment.target, tuple(node.name for node in segment.nodes)) for segment in partition.segments),
         tuple((node.name, reason) for node, reason in partition.reasons.items()),  # Reason: kind and detail
         tuple(partition.fallbacks),
-        tuple((name, layout(sub)) for name, sub in partition.subpartitions.items()),
+        tuple((name, layout(sub)) for name, sub in partition.branches.items()),
     )
 
 

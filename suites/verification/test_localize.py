@@ -13,6 +13,7 @@ from torch import nn
 
 import trtcheck
 from suites.verification.planted import off_above, off_by, planted
+from trtcheck.benchmarking import flush_denormals
 from trtcheck.lowering.graph import flat_inputs
 from trtcheck.partitioning.extract import segment_module
 from trtcheck.partitioning.reasons import Target
@@ -30,9 +31,8 @@ ONE = trtcheck.Settings(min_block_size=1)
 @pytest.fixture(autouse=True)
 def _no_denormals():
     """Random-weight zoo models make denormal activations, which slow eager PyTorch 50x on x86 (bench_compile)."""
-    previous = torch.set_flush_denormal(True)
-    yield
-    torch.set_flush_denormal(previous)
+    with flush_denormals():  # restores the state it found (set_flush_denormal returns support, not the state)
+        yield
 
 
 def _localized(name: str, **options):

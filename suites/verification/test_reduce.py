@@ -17,6 +17,7 @@ import torch
 
 import trtcheck
 from suites.verification.planted import off_above, off_by, planted
+from trtcheck.benchmarking import flush_denormals
 from trtcheck.lowering.graph import flat_inputs
 from trtcheck.verification.reduce import ddmin, reduce_compiled, reduce_model
 from trtcheck_zoo import registry as zoo
@@ -27,9 +28,8 @@ ORT = "onnxruntime"
 
 @pytest.fixture(autouse=True)
 def _no_denormals():
-    previous = torch.set_flush_denormal(True)
-    yield
-    torch.set_flush_denormal(previous)
+    with flush_denormals():  # restores the state it found (set_flush_denormal returns support, not the state)
+        yield
 
 
 def test_ddmin_finds_a_one_minimal_failing_set_of_scattered_items():

@@ -8,7 +8,7 @@ import torch
 
 from trtcheck import conversion as converters
 from trtcheck.lowering.export import lower
-from trtcheck.verification.repro import register_recorded_converters, user_converters
+from trtcheck.verification.recorded_converters import register_recorded_converters, user_converters
 
 
 def _relu_as_negation(ctx, node):  # a module-level converter: importable by the repro
@@ -70,7 +70,7 @@ def test_an_override_keeping_the_built_in_validator_is_registered_again_in_a_fre
     script = (
         "import sys, torch\n"
         "from trtcheck import conversion\n"
-        "from trtcheck.verification.repro import register_recorded_converters\n"
+        "from trtcheck.verification.recorded_converters import register_recorded_converters\n"
         "builtin = conversion.get(torch.ops.aten.relu.default)\n"
         "print(register_recorded_converters(sys.argv[1]))\n"
         "now = conversion.get(torch.ops.aten.relu.default)\n"

@@ -9,10 +9,10 @@ import torch
 
 import trtcheck
 from trtcheck import conversion as converters
-from trtcheck.engines.precision import round_tf32, tf32_rounding, unit_roundoff
+from trtcheck.engines.precision import round_tf32, unit_roundoff
 from trtcheck.verification.equivalence import compare_outputs
 from trtcheck.verification.judge import REDUCED_PRECISION_FLOOR, REDUCED_PRECISION_MULTIPLE, Judge, rounding_bound
-from trtcheck.verification.reference import reduced_precision_outputs
+from trtcheck.verification.reference import reduced_precision_outputs, tf32_rounding
 
 A = torch.ops.aten
 TF32 = trtcheck.Settings(min_block_size=1, tf32=True)

@@ -6,7 +6,7 @@ of every one that did not. It is also what
 determinism is checked on: two conversions of one model from scratch must give the same segments and
 byte-identical ONNX. A segment's ONNX (``SegmentOnnx``) holds its weights by reference, the lowered graph's
 own tensors: converting copies no weight, and each engine copies its weights once when it is built.
-Branches of ``torch.cond`` and ``while_loop`` (``Partition.subpartitions``) are
+Branches of ``torch.cond`` and ``while_loop`` (``Partition.branches``) are
 converted the same way, recursively, into ``BranchConversion``s.
 """
 
@@ -250,7 +250,7 @@ def convert_branches(partition: Partition, clock: Any) -> dict[str, BranchConver
     ``clock`` is compile's phase timer (``run(phase, fn, *args)``). A segment that fails to convert is
     recorded, not raised: ``build_branches`` falls it back to PyTorch (or raises under ``strict``).
     """
-    return {name: _convert(sub, clock) for name, sub in partition.subpartitions.items()}
+    return {name: _convert(sub, clock) for name, sub in partition.branches.items()}
 
 
 def _convert(partition: Partition, clock: Any) -> BranchConversion:

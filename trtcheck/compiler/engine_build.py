@@ -5,10 +5,16 @@ runs in PyTorch, each of its nodes gets a ``conversion_failed`` reason naming th
 ``partition.fallbacks`` lists it, in a new ``Partition`` (``with_fallbacks``: the converted one is left as
 partitioning made it). ``strict=True`` raises ``CompilationError`` instead. Branches of control flow get their
 engines the same way, innermost first, and are stitched before the graph that calls them (``stitch_built``).
+
+Each segment's ONNX is finished here, once, before its engine is built (``build_segment_engine``): the
+mixed-precision graph of ``Settings.precision`` (``mixed_precision.precision_graph``: TensorRT 11 is strongly typed,
+so the precision is the graph's types), and the backend's ``EngineOptions``, made from ``Settings`` once per build
+(``engine_options``). Engines run the graph they are given.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -19,12 +25,13 @@ import torch.fx
 
 from trtcheck.compiler.clock import Clock
 from trtcheck.compiler.convert import BranchConversion, OnnxModels, convert_module
-from trtcheck.engines import Engine, TensorSpec, build_engine
+from trtcheck.compiler.mixed_precision import precision_graph
+from trtcheck.engines import Engine, EngineOptions, ShapeRange, TensorSpec, build_engine
 from trtcheck.errors import CompilationError
 from trtcheck.partitioning.nodes import in_branch
 from trtcheck.partitioning.partition import Fallback, Partition
 from trtcheck.runtime.stitch import stitch
-from trtcheck.settings import Settings
+from trtcheck.settings import Autocast, Settings
 from trtcheck.shapes import ShapeAnalysis
 
 if TYPE_CHECKING:
@@ -53,15 +60,16 @@ def build_engines(
     strict: bool = False,
     engines_in_model: int = 1,
     where: str = "",
-    subpartitions: Mapping[str, Partition] | None = None,
+    branches: Mapping[str, Partition] | None = None,
 ) -> Built:
     """The engine of every TensorRT segment of ``partition`` that converted (``onnx_models``, by index), and the
     partition with each one that did not fall back to PyTorch: a conversion error (``errors``), a shape-analysis
     mismatch (``shapes.mismatched``) or a failed engine build, each with its stage; ``strict`` raises instead.
     ``partition`` is not changed. ``where`` names the control-flow branch in errors (``"true_graph_0"``);
-    ``subpartitions`` are the branches' partitions as built (``Partition.with_fallbacks``).
+    ``branches`` are the branches' partitions as built (``Partition.with_fallbacks``).
     """
     engines: dict[int, Engine] = {}
+    options = engine_options(partition.settings)
     mismatched = shapes.mismatched
     failures = {**errors, **mismatched}
     for index in list(onnx_models):
@@ -72,8 +80,8 @@ def build_engines(
             outputs = [TensorSpec(f"output_{i}", s.shape, s.dtype) for i, s in enumerate(segment_shapes.outputs)]
             model, weights = _model_and_weights(onnx_models, index)
             engines[index] = clock.run(
-                "engine_build", build_engine, model, segment_shapes.inputs, outputs, backend, weights=weights,
-                engines_in_model=engines_in_model, settings=partition.settings, shape_ranges=segment_shapes.shape_ranges(),
+                "engine_build", build_segment_engine, model, segment_shapes.inputs, outputs, backend, settings=partition.settings,
+                weights=weights, engines_in_model=engines_in_model, shape_ranges=segment_shapes.shape_ranges(), options=options,
             )
         except Exception as error:  # noqa: BLE001 - any failure of one segment is contained and reported
             failures[index] = error
@@ -91,7 +99,7 @@ def build_engines(
         else:
             stage = _CONVERSION_STAGE if index in errors else _ENGINE_STAGE
         fallbacks[index] = Fallback(failures[index], stage)
-    built = partition.with_fallbacks(fallbacks, subpartitions=subpartitions)
+    built = partition.with_fallbacks(fallbacks, branches=branches)
     renumbered = partition.surviving_indices(built)
     return Built(built, {renumbered[i]: engine for i, engine in engines.items()})
 
@@ -110,7 +118,49 @@ def build_graph_engine(
     contained: the caller reports a failure. ``inputs`` name the graph's placeholders; ``outputs`` are ``output_0``,
     ``output_1``, ... (``segment_to_onnx``'s names); ``settings`` None builds in float32 with the defaults."""
     converted = convert_module(module)
-    return build_engine(converted.model, inputs, outputs, backend, weights=converted.weights, settings=settings)
+    return build_segment_engine(converted.model, inputs, outputs, backend, settings=settings, weights=converted.weights)
+
+
+def engine_options(settings: Settings | None) -> EngineOptions:
+    """The ``EngineOptions`` of ``settings`` (None: the defaults): TF32, TensorRT's workspace and engine cache, and
+    how the graph was made (precision, fp32_nodes, use_fp32_acc, autocast), which TensorRT records in its cache."""
+    if settings is None:
+        return EngineOptions()
+    autocast = Autocast.of(settings.autocast)
+    return EngineOptions(
+        tf32=bool(settings.tf32),
+        workspace_size=settings.workspace_size,
+        engine_cache=settings.engine_cache,
+        engine_cache_dir=settings.engine_cache_dir,
+        precision=settings.precision,
+        fp32_nodes=tuple(sorted(settings.fp32_nodes or ())),
+        use_fp32_acc=bool(settings.use_fp32_acc),
+        autocast=None if autocast is None else dataclasses.asdict(autocast),
+    )
+
+
+def build_segment_engine(
+    model: onnx.ModelProto,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    backend: str = "auto",
+    *,
+    settings: Settings | None = None,
+    weights: Mapping[str, torch.Tensor] | None = None,
+    engines_in_model: int = 1,
+    shape_ranges: Mapping[str, ShapeRange] | None = None,
+    options: EngineOptions | None = None,
+) -> Engine:
+    """The engine of one segment's ONNX ``model`` as converted (its ``weights`` by reference, or None) under
+    ``settings``: its finished graph made once (``precision_graph``), then built (``engines.build_engine``) with
+    ``options`` (None: ``engine_options(settings)``). What compile does for every segment and localization for
+    its sub-engines."""
+    model, weights = precision_graph(model, settings, weights)
+    options = engine_options(settings) if options is None else options
+    return build_engine(
+        model, inputs, outputs, backend, engines_in_model=engines_in_model, options=options, shape_ranges=shape_ranges,
+        weights=weights,
+    )
 
 
 def _model_and_weights(onnx_models: OnnxModels | Mapping[int, bytes], index: int) -> tuple[onnx.ModelProto, Any]:
@@ -161,7 +211,7 @@ def _build(
         own = build_engines(
             branch.partition, branch.onnx_models, branch.errors, backend, clock, shapes[name],
             strict=strict, engines_in_model=engines_in_model, where=where,
-            subpartitions={n: b.partition for n, b in nested.items()},
+            branches={n: b.partition for n, b in nested.items()},
         )
         built[name] = replace(own, branches=nested)
     return built

@@ -77,7 +77,7 @@ def compile_request(
     branches = build_branches(conversion, backend, strict=strict, clock=clock)  # engines inside control-flow branches
     built = build_engines(
         conversion.partition, conversion.onnx_models, conversion.errors, backend, clock, conversion.shapes,
-        strict=strict, engines_in_model=conversion.engine_count, subpartitions={n: b.partition for n, b in branches.items()},
+        strict=strict, engines_in_model=conversion.engine_count, branches={n: b.partition for n, b in branches.items()},
     )
     stitched = stitch_built(replace(built, branches=branches), clock)
     release_mkl_buffers()  # what shape analysis's run left cached, freed now that no engine is left to build

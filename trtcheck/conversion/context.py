@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import onnx
@@ -27,16 +27,14 @@ from onnx import TensorProto, helper, numpy_helper
 from torch.utils._sympy import functions as symfn
 
 from trtcheck import dtypes
-from trtcheck.conversion.origins import node_origin
 from trtcheck.errors import ConversionError
+from trtcheck.onnx_format.origins import node_origin
+from trtcheck.onnx_format.weights import weight_placeholder, with_weights
 
 #: The one ONNX opset trtcheck's converters emit (e.g. Reduce* axes are attributes there).
 OPSET = 17
 
 _SHARED_CONSTANT_LIMIT = 1024
-
-WEIGHT_LOCATION = "trtcheck-weight-in-memory"
-"""The external-data ``location`` of a weight's placeholder: its data is a tensor in memory, not in a file."""
 
 
 def _tensor_proto(tensor: torch.Tensor, name: str) -> onnx.TensorProto:
@@ -49,42 +47,6 @@ def is_weight(tensor: torch.Tensor) -> bool:
     """True for an initializer the context holds by reference (a *weight*): more than ``_SHARED_CONSTANT_LIMIT``
     elements. Shapes, axes and scalars (what shape inference reads values of) are never weights."""
     return tensor.numel() > _SHARED_CONSTANT_LIMIT
-
-
-def weight_placeholder(name: str, tensor: torch.Tensor) -> onnx.TensorProto:
-    """The initializer ``name`` of a weight held by reference: its dtype and dims, its data external at
-    ``WEIGHT_LOCATION`` (``tensor``, in memory). ``with_weights`` fills it in."""
-    proto = TensorProto(name=name, data_type=onnx_dtype(tensor.dtype), dims=list(tensor.shape))
-    proto.data_location = TensorProto.EXTERNAL
-    proto.external_data.add(key="location", value=WEIGHT_LOCATION)
-    return proto
-
-
-def weight_bytes(tensor: torch.Tensor) -> memoryview:
-    """The raw bytes of a (CPU) weight: what ONNX's ``raw_data`` holds (torch's memory is little-endian, as ONNX's
-    raw data is, on every platform trtcheck runs on). No copy of a contiguous weight; a view of one
-    (``ConversionContext.permuted_weight``) is copied here, one weight at a time."""
-    return memoryview(tensor.detach().reshape(-1).view(torch.uint8).numpy())
-
-
-def fill_weight(proto: onnx.TensorProto, tensor: torch.Tensor) -> None:
-    """Turn the placeholder ``proto`` into an ordinary initializer holding ``tensor``'s bytes (one copy)."""
-    proto.ClearField("external_data")
-    proto.ClearField("data_location")
-    proto.raw_data = weight_bytes(tensor).tobytes()
-
-
-def with_weights(model: onnx.ModelProto, weights: Mapping[str, torch.Tensor]) -> onnx.ModelProto:
-    """A copy of ``model`` whose weight placeholders (``weight_placeholder``) hold their tensors' bytes: the
-    self-contained ONNX model, holding the weights once. ``model`` (holding no weight data: copying it is
-    cheap) is left as it is."""
-    full = onnx.ModelProto()
-    full.CopyFrom(model)
-    for proto in full.graph.initializer:
-        tensor = weights.get(proto.name) if proto.data_location == TensorProto.EXTERNAL else None
-        if tensor is not None:
-            fill_weight(proto, tensor)
-    return full
 
 
 def onnx_dtype(dtype: torch.dtype) -> int:
@@ -487,7 +449,6 @@ _SIZE_OPS: dict[type, Callable[[ConversionContext, str, str], str]] = {
 
 __all__ = [
     "OPSET",
-    "WEIGHT_LOCATION",
     "ConversionContext",
     "ConversionError",
     "converter_name",
@@ -499,7 +460,5 @@ __all__ = [
     "node_origin",
     "onnx_dtype",
     "value_info",
-    "weight_bytes",
-    "weight_placeholder",
-    "with_weights",
+    "with_weights",  # the weight format is trtcheck.onnx_format.weights'; the compiler's conversion reads it here
 ]

@@ -18,8 +18,9 @@ import torch.fx
 from onnx import helper
 
 from trtcheck.conversion import registry
-from trtcheck.conversion.context import OPSET, ConversionContext, describe, value_info, with_weights
+from trtcheck.conversion.context import OPSET, ConversionContext, describe, value_info
 from trtcheck.errors import ConversionError
+from trtcheck.onnx_format.weights import with_weights
 
 # The dict ``held_weights`` yields while it is active (else None): see there.
 _HELD: contextvars.ContextVar[dict[str, torch.Tensor] | None] = contextvars.ContextVar("trtcheck_held_weights", default=None)

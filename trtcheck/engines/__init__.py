@@ -1,7 +1,8 @@
-"""Engines run the ONNX model of one TensorRT segment: ONNX Runtime anywhere, TensorRT on CUDA machines.
+"""Engines run the finished ONNX graph of one TensorRT segment: ONNX Runtime anywhere, TensorRT on CUDA machines.
 
-Importing this package registers both backends; ``build_engine(..., backend="auto")`` picks the best
-one available here (see ``resolve_backend``).
+The graph carries its precision in its types (the compiler writes it); ``EngineOptions`` say the rest (TF32,
+TensorRT's workspace and engine cache). Importing this package registers both backends and loads no converter;
+``build_engine(..., backend="auto")`` picks the best one available here (see ``resolve_backend``).
 """
 
 from trtcheck.engines.base import (
@@ -17,7 +18,7 @@ from trtcheck.engines.base import (
     resolve_backend,
 )
 from trtcheck.engines.onnxruntime import OnnxRuntimeEngine
-from trtcheck.engines.specs import ShapeRange, TensorSpec
+from trtcheck.engines.specs import EngineOptions, ShapeRange, TensorSpec
 from trtcheck.engines.tensorrt import TensorRTEngine
 from trtcheck.errors import EngineBuildError
 
@@ -25,6 +26,7 @@ __all__ = [
     "BackendChoice",
     "Engine",
     "EngineBuildError",
+    "EngineOptions",
     "OnnxRuntimeEngine",
     "ShapeRange",
     "TensorRTEngine",

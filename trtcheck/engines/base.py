@@ -15,23 +15,21 @@ import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import onnx
 import torch
 
 from trtcheck import dtypes
-from trtcheck.conversion.context import with_weights
-from trtcheck.engines.specs import ShapeRange, TensorSpec
+from trtcheck.engines.specs import EngineOptions, ShapeRange, TensorSpec
 from trtcheck.errors import BackendError, BackendUnavailableError, EngineBuildError
-
-if TYPE_CHECKING:
-    from trtcheck.settings import Settings
+from trtcheck.onnx_format.weights import with_weights
 
 __all__ = [
     "BackendChoice",
     "Engine",
     "EngineBuildError",
+    "EngineOptions",
     "ShapeRange",
     "TensorSpec",
     "available_backends",
@@ -124,7 +122,7 @@ class Engine(abc.ABC):
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     node_origins: Mapping[str, str] = {}
-    """``{ONNX node name: what it was converted from}`` (``conversion.origins.node_origins``), which an error of the
+    """``{ONNX node name: what it was converted from}`` (``onnx_format.origins.node_origins``), which an error of the
     engine, raised at build or at run time, quotes (``explain_node_names``); empty for a backend that keeps none."""
 
     @classmethod
@@ -140,13 +138,14 @@ class Engine(abc.ABC):
     @classmethod
     def build(
         cls, model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], *, engines_in_model: int = 1,
-        settings: Settings | None = None, shape_ranges: Mapping[str, ShapeRange] | None = None,
+        options: EngineOptions | None = None, shape_ranges: Mapping[str, ShapeRange] | None = None,
     ) -> Engine:
-        """An engine for one of ``engines_in_model`` engines of a compiled model; backends that tune their
-        threads to how many engines share the process override this (``OnnxRuntimeEngine``), backends
-        with builder options read them from ``settings`` (``TensorRTEngine``: precision, workspace, cache),
-        and backends that build for a shape profile read ``shape_ranges`` (input name -> (min, opt, max) of
-        every dynamic input; a backend that runs any shape, like ONNX Runtime, may ignore it)."""
+        """An engine running ``model`` (the finished graph: its types are what it computes in), one of
+        ``engines_in_model`` engines of a compiled model; backends that tune their threads to how many engines share
+        the process override this (``OnnxRuntimeEngine``), backends with build options read ``options``
+        (``TensorRTEngine``: TF32, workspace, cache; ``OnnxRuntimeEngine``: TF32), and backends that build for a
+        shape profile read ``shape_ranges`` (input name -> (min, opt, max) of every dynamic input; a backend that
+        runs any shape, like ONNX Runtime, may ignore it)."""
         return cls(model, inputs, outputs)
 
     @abc.abstractmethod
@@ -373,17 +372,19 @@ def build_engine(
     backend: str = AUTO,
     *,
     engines_in_model: int = 1,
-    settings: Settings | None = None,
+    options: EngineOptions | None = None,
     shape_ranges: Mapping[str, ShapeRange] | None = None,
     weights: Mapping[str, torch.Tensor] | None = None,
 ) -> Engine:
     """Build an engine running ``model`` on ``backend`` (see ``resolve_backend``).
 
+    ``model`` is the finished graph: a reduced precision is already in its types (the compiler writes it:
+    ``trtcheck.compiler.engine_build.build_segment_engine`` builds a segment from ``Settings``).
     ``inputs``/``outputs`` give the call order and the static shapes/dtypes the engine checks and
     allocates; their names must be the ONNX graph's input/output names. ``engines_in_model`` says how
     many engines the compiled model will run one after another, for backends whose best thread settings
-    depend on it (``Engine.build``). ``settings`` carries the builder options of backends that have
-    them (TensorRT's precision, workspace and engine cache); None means the defaults. ``shape_ranges``:
+    depend on it (``Engine.build``). ``options``: TF32 and TensorRT's workspace and engine cache
+    (``EngineOptions``); None means the defaults. ``shape_ranges``:
     the (min, opt, max) of every dynamic input (a negative dimension in its spec), from shape analysis.
     ``weights``: the tensors of ``model``'s weight placeholders by initializer name (a segment converted under
     ``held_weights``: the model holds no weight data); a backend that takes them (``Engine.takes_weights``)
@@ -392,7 +393,7 @@ def build_engine(
     engine_cls = _BACKENDS[resolve_backend(backend)]
     if weights and not engine_cls.takes_weights:
         model, weights = with_weights(model, weights), None
-    build = functools.partial(engine_cls.build, model, tuple(inputs), tuple(outputs), engines_in_model=engines_in_model, settings=settings)
+    build = functools.partial(engine_cls.build, model, tuple(inputs), tuple(outputs), engines_in_model=engines_in_model, options=options)
     if weights:
         build = functools.partial(build, weights=weights)
     return build(shape_ranges=shape_ranges) if shape_ranges else build()

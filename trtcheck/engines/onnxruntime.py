@@ -22,13 +22,12 @@ import onnxruntime as ort
 import torch
 from onnx import TensorProto
 
-from trtcheck.conversion.context import weight_bytes
-from trtcheck.conversion.origins import explain_node_names, node_origins
 from trtcheck.engines.base import Engine, check_model_signature, onnx_elem_type, register_backend
-from trtcheck.engines.mixed_precision import precision_graph
-from trtcheck.engines.precision import emulate, emulate_tf32, needs_emulation
-from trtcheck.engines.specs import TensorSpec
+from trtcheck.engines.emulation import emulate, emulate_tf32, needs_emulation
+from trtcheck.engines.specs import EngineOptions, TensorSpec
 from trtcheck.errors import EngineBuildError
+from trtcheck.onnx_format.origins import explain_node_names, node_origins
+from trtcheck.onnx_format.weights import weight_bytes
 
 __all__ = ["OnnxRuntimeEngine", "SPIN_POLICIES", "session_options"]
 
@@ -46,7 +45,8 @@ SPIN_POLICIES = ("stop_after_run", "never", "always")
 """How a session's worker threads wait for work: ``never`` (the default: ``session.intra_op.allow_spinning``
 and ``session.inter_op.allow_spinning`` "0", workers block), ``stop_after_run`` (spin while a run is in
 progress, block once it returns: ``session.force_spinning_stop`` "1") or ``always`` (ONNX Runtime's own
-default: idle workers keep spinning after a run, which made many-segment models 5-10x slower)."""
+default: idle workers keep spinning after a run, which makes many-segment models 5-10x slower: docs/performance.md,
+section "ONNX Runtime engines: threads, spinning and the call path")."""
 
 
 def session_options(threads: int | None = None, spin: str = "never") -> ort.SessionOptions:
@@ -85,9 +85,8 @@ def _direct_binding(session: ort.InferenceSession):
     """``(new_binding, run, cpu)``: ONNX Runtime's own (pybind) I/O binding type, run method and CPU device,
     for calls that skip the Python wrapper of ``onnxruntime.IOBinding``; None where this onnxruntime has none.
 
-    The wrapper costs about 4 us a call on this path (each ``io_binding()`` asks the session for its
-    providers, each ``bind_*`` makes a new ``OrtDevice``, each run checks for WebGPU graph capture): with
-    18 engines, that is 0.07 ms of every resnet18 call. This relies on names onnxruntime does not promise
+    The wrapper costs microseconds a call on this path, paid at every crossing (docs/performance.md, section
+    "ONNX Runtime engines: threads, spinning and the call path"). This relies on names onnxruntime does not promise
     to keep (``capi._pybind_state``, ``InferenceSession._sess``, ``OrtDevice._get_c_device``): where one
     is missing, the engine falls back to the public ``io_binding()`` path.
     """
@@ -115,9 +114,9 @@ def _add_weights(options: ort.SessionOptions, weights: Mapping[str, torch.Tensor
     """Hand ``weights`` (the model's weight placeholders' tensors, CPU and contiguous) to the session as in-memory
     external initializers, without a copy here: ONNX Runtime copies each into the session while it is created, so
     the engine owns its weights (changing the tensors afterwards changes no engine: ``suites/engines``) and
-    the serialized model it parses holds none. Against a serialized model holding them, that saves the
-    bytes, ONNX Runtime's parse of them and its ModelProto's copy (measured on a 128 MiB MatMul weight: peak
-    +262 MiB, +135 MiB after, against +390 / +263 MiB). The values returned must outlive the session's creation:
+    the serialized model it parses holds none, which saves the bytes, ONNX Runtime's parse of them and its
+    ModelProto's copy (docs/performance.md, section "ONNX Runtime engines: threads, spinning and the call path").
+    The values returned must outlive the session's creation:
     each holds its memory (a permuted weight's contiguous copy), which the options only point to."""
     names, values = [], []
     for name, tensor in weights.items():
@@ -136,9 +135,8 @@ def _weights_file(model: onnx.ModelProto, weights: Mapping[str, torch.Tensor], f
     """Save ``model`` in ``folder`` with ``weights`` in one external-data file beside it, written straight from the
     tensors' memory (no serialized copy), and return the model's path: what ``torch.onnx.export`` hands ONNX
     Runtime. Over a file, the session keeps each weight once: the pre-packed copy of a MatMul or Conv weight
-    replaces the original, where over in-memory initializers it keeps both (issue 25, bert_base's 417 MiB of
-    weights, ``python -m suites.benchmarks.ort_weights_memory``: +527 MiB kept, peak +583, in memory; +375 kept,
-    peak +382, from the file)."""
+    replaces the original, where over in-memory initializers it keeps both (docs/performance.md, section "ONNX
+    Runtime engines: threads, spinning and the call path")."""
     saved = onnx.ModelProto()
     saved.CopyFrom(model)  # holds no weight data: cheap
     data_name = "weights.bin"
@@ -191,98 +189,19 @@ class OnnxRuntimeEngine(Engine):
     CUDA execution provider when ONNX Runtime has one; otherwise they are copied to the CPU and the
     results moved back to the inputs' device. ``options`` replaces the default ``session_options()``.
 
-    Threads (issue 10: engines share the machine). Each session has its own intra-op pool of
+    Threads: engines share the machine. Each session has its own intra-op pool of
     ``min(torch.get_num_threads(), usable cores)`` threads (the caller's thread is one of them), one
     inter-op thread, and its workers never spin (``allow_spinning`` "0"): they block when idle. The rule
     is "engine threads + PyTorch threads *running* never above the cores": a stitched module runs its
     segments one after the other on the calling thread, so an engine's pool and PyTorch's pool never
     work at the same time, and each may use every core while the other waits, provided the waiting one
-    does not spin. ONNX Runtime's default (idle workers spin after a run) broke that: with 18 engines,
-    18 pools spun on 2 cores against each other and against PyTorch. The engine cannot stop PyTorch's
-    OpenMP workers from spinning (``OMP_WAIT_POLICY``, read at start-up); ``trtcheck.profile`` shows it
-    as Torch segment time.
+    does not spin. The engine cannot stop PyTorch's OpenMP workers from spinning (``OMP_WAIT_POLICY``,
+    read at start-up); ``trtcheck.profile`` shows it as Torch segment time, and ``compile(torch_threads=)``
+    decides PyTorch's thread count. The call path binds static CPU outputs through ONNX Runtime's pybind
+    binding (``_direct_binding``), reused from call to call.
 
-    Options measured side by side (``python -m suites.benchmarks.bench_segments --options --repeat 10
-    --rounds 7``; 2 cores shared with other jobs, load average 8-14, so absolute times are inflated and
-    only same-run ratios mean anything; medians of interleaved rounds, ms):
-
-    ==========================  ==================  ===================  ==================  ==================
-    options                     resnet18 1 engine   resnet18 35 segs     mnv3s 1 engine      mnv3s 29 segs
-    ==========================  ==================  ===================  ==================  ==================
-    old: spin (ORT default)     118.7 / 117.5       1833                 7.54 / 7.43 / 15.9  500 / 632
-    allow_spinning=0 (kept)     62.5 / 75.8         175                  15.4 / 7.13 / 51.7  51.7 / 72.3
-    force_spinning_stop=1       122.3 / 101.2       322                  6.67 / 7.45 / 21.4  107 / 155
-    1 thread, no spinning       72.0 / 73.3         245                  7.21 / 3.33 / 12.2  65.6 / 111
-    global pool (child proc.)   55.0                186                  16.5                129
-    ==========================  ==================  ===================  ==================  ==================
-
-    (a/b/c: separate runs of the same variants; the second single-engine figure comes from a run of the
-    single-engine variants alone, 9 rounds x 20 calls). On a quieter machine (load 1.9,
-    ``python -m suites.benchmarks.bench_segments``, 5 rounds x 20 calls): resnet18 eager 29.3, 1 engine
-    18.7 (old 18.1), 35 segments 34.8 (old 427.9); mobilenet_v3_small eager 8.27, 1 engine 4.57 (old
-    2.47), 29 segments 8.27 (old 175.1). Spinning workers are the one clear loss (5-20x on many
-    segments); ``allow_spinning=0`` was the best many-segment option in every run. It can cost a
-    single small engine time (workers are woken per parallel op instead of spinning: mobilenet_v3_small
-    4.57 vs 2.47 ms in the quiet run, not seen under load), an open point of issue 10. ``force_spinning_stop``
-    was 2x worse than it on many segments. One thread wins under heavy load but gives up the second
-    core of a quiet machine for a single big engine. ONNX Runtime's global pools
-    (``set_global_thread_pool_sizes``) must be configured before the process's first session, exclude
-    per-session pools in that process, and spin with no way to turn it off from Python, so they are not
-    the default; an engine built in a process that configured them uses them (``use_per_session_threads``
-    False) instead of failing.
-
-    Many small engines (the last open target of issue 10: resnet18 with min_block_size 1 and relu forced
-    to PyTorch, 18 engines of one conv + batch norm each, 35 segments). No session option brings it to
-    eager's time on 2 cores; where the time goes, measured:
-
-    * Splitting costs ONNX Runtime 2-4 ms. ORT's profiler (``enable_profiling``, 60 runs, load 1.8) over
-      the 18 engines run back to back: 21.1 ms of runs against 19.0 ms for one engine holding everything;
-      the convolutions take the same time (17.7 against 18.3 ms), the difference is the NCHWc layout
-      reorder into and out of every engine (``ReorderInput`` 1.35 + ``ReorderOutput`` 0.95 ms, which one
-      engine does once) and the residual ``Add`` no longer fused into its convolution (0.27 ms). The
-      optimized model of a small engine (``optimized_model_filepath``) is exactly ReorderInput, Conv
-      (batch norm folded in), ReorderOutput. Without the NCHWc transformer (``disabled_optimizers=
-      ["NchwcTransformer"]``) there is no reorder, but every convolution runs about twice as long: one
-      engine 26.3 against 19.3 ms, 18 engines 46.8 against 38.1 ms. It stays on.
-    * Running between PyTorch segments costs the engines 11-12 ms more: after every Torch segment (a relu)
-      PyTorch's OpenMP worker spins for about 10 ms (libgomp's default wait policy, measured as CPU time
-      burnt while the process sleeps), so on 2 cores an engine's two threads share the cores with a
-      spinning thread for the whole run. Measured in one run (``bench_segments``' "alone" row and a row
-      running PyTorch on one thread): engines 35.2 ms in the stitched run, 22.8 ms back to back with no
-      PyTorch in between, 22.9 ms in the stitched run when PyTorch runs its segments on one thread (the
-      whole module then takes 26.6 ms, 0.83 of eager's 32.2). In a process started with
-      ``OMP_WAIT_POLICY=PASSIVE`` (``bench_segments --models resnet18 --omp-passive --rounds 25``, load
-      0.8 at the start) the engines took 19.6 ms in the stitched run and 19.7 ms alone, the module 22.0 ms
-      against 34.4 ms for eager in that process and 28.5 ms for eager in the default parent process (1.19
-      there: many segments 33.8 ms, engines 31.0 ms in the run, 22.2 ms alone). The engine can neither stop
-      PyTorch's workers from spinning (``OMP_WAIT_POLICY``/``GOMP_SPINCOUNT`` are read once, at start-up)
-      nor choose PyTorch's thread count for the Torch segments; the compiled module does: with
-      ``compile(torch_threads="auto")`` (the default) PyTorch runs on one thread during a call of a module
-      with engines whose PyTorch ops are all memory-bound (``stitching.auto_torch_threads``). Measured in
-      one run of ``python -m suites.benchmarks.bench_segments`` (load 0.5, 40 shuffled rounds x 3 calls):
-      resnet18 35 segments 24.03 ms against eager 27.30 (0.88x; 34.20 ms, 1.25x, with ``torch_threads=None``),
-      its engines 21.89 ms in the run against 22.16 ms back to back; mobilenet_v3_small 7.00 against 9.63
-      (0.73x; 7.57 with None).
-    * Session options do not change that (``python -m suites.benchmarks.bench_segments --models resnet18
-      --options``, load 0.7 rising to 4.3, 40 shuffled rounds x 3 calls, ms, many-segment / one engine):
-      default 38.1 / 19.3 (eager 32.2); ``allow_spinning=0`` for the sole engine too 38.1 / 19.7;
-      ``force_spinning_stop=1`` for every engine 63.5 / 19.2 (spinning pools fight PyTorch's spinning
-      worker); ``spin_duration_us=20`` 37.4 / 19.3; one thread 43.2 / 35.1; three threads 45.8 / 25.0;
-      NCHWc off 46.8 / 26.3; ``session.dynamic_block_base`` 4: 35.8 / 19.2, 8: 38.0 / 19.2; ONNX
-      Runtime's global pool (child process) 65.9 / 18.4. ``dynamic_block_base`` (guided scheduling, so
-      that a thread that lost its core hands over its share) looked 10-15% faster in rounds of 5-10 calls
-      per variant, but alternating the variants call by call (150-200 calls each, three runs) gave 33.7 /
-      34.3 / 32.9 ms with base 4 against 33.1 / 33.2 / 32.2 ms without: no effect, so it is not set.
-      mobilenet_v3_small (load 0.8, same command): default 6.11 / 2.70 against eager 7.14; every option
-      within 15% on many segments except three threads (11.3) and NCHWc off (7.85).
-
-    What the engine did change is its own call path, paid at every crossing: static outputs on the CPU are
-    bound through ONNX Runtime's pybind binding instead of ``onnxruntime.IOBinding``'s Python wrapper
-    (``_direct_binding``): 9.9 against 13.9 us a call of an engine holding one 2x3 relu (medians of 40
-    interleaved rounds of 500 calls, two runs alike; about 2.2 us of it is the run itself). In
-    ``python -m suites.benchmarks.bench_segments`` (load 0.6 at the start), overhead per boundary of the
-    many-segment modules: resnet18 21.9 us against 44.8 us through the wrapper, mobilenet_v3_small 17.6
-    against 22.0 us (one profiled call each, the one with the median total: noisy, but on the same side).
+    Why these choices, with the options measured side by side and where many small engines lose their time:
+    docs/performance.md, section "ONNX Runtime engines: threads, spinning and the call path".
     """
 
     backend: ClassVar[str] = "onnxruntime"
@@ -341,7 +260,7 @@ class OnnxRuntimeEngine(Engine):
         self._has_dynamic_outputs = not all(s.is_static for s in self.outputs)
         self._direct = None if self._has_dynamic_outputs else _direct_binding(self._session)
         self._bindings: list = []
-        """Idle pybind bindings of ``_call_direct``, reused (issue 42: a new one per call cost about 0.6 us). A call
+        """Idle pybind bindings of ``_call_direct``, reused (a new one per call costs time at every crossing). A call
         takes one (``list.pop``, atomic under the GIL) and puts it back after its run, so concurrent calls never share
         one; every call binds every input and output again, so nothing of an earlier call is run."""
         self._static_inputs = (
@@ -352,27 +271,21 @@ class OnnxRuntimeEngine(Engine):
     @classmethod
     def build(
         cls, model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], *, engines_in_model: int = 1,
-        settings: object = None, shape_ranges: object = None, weights: Mapping[str, torch.Tensor] | None = None,
+        options: EngineOptions | None = None, shape_ranges: object = None, weights: Mapping[str, torch.Tensor] | None = None,
     ) -> OnnxRuntimeEngine:
-        """The sole engine of a model spins while it runs and stops after (``stop_after_run``); one of several
-        never spins (``never``), so that idle sessions leave the cores to the one running and to PyTorch.
+        """The engine of the finished graph ``model``, emulating on the CPU what ONNX Runtime's CPU provider lacks
+        (``trtcheck.engines.emulation``). ``options.tf32`` rounds the float32 factors of every MatMul, Gemm and
+        convolution to TF32 (``emulate_tf32``); a graph holding float16/bfloat16 values (a mixed-precision graph, or
+        a model that is float16 itself) computes them in float32, rounded to their type after every node
+        (``emulate``), decided from the graph's own types. Inputs and outputs keep their dtypes.
 
-        Measured (``python -m suites.benchmarks.bench_segments --options``, quiet machine): a single
-        mobilenet_v3_small engine 2.33 ms with ``stop_after_run`` against 3.15 ms with ``never`` (2.28 with
-        ONNX Runtime's spinning default), resnet18 18.2 against 18.6 ms; with 18 engines (resnet18, relu
-        forced to PyTorch) ``stop_after_run`` was 43.8 ms against 31.5 ms for ``never``.
-
-        ``settings.precision`` ("fp16", "bf16") runs the segment's mixed-precision graph, the one TensorRT builds
-        (``mixed_precision.precision_graph``); ``settings.tf32`` rounds the float32 factors of every MatMul, Gemm and
-        convolution to TF32 (``precision.emulate_tf32``); a model holding float16/bfloat16 values (that graph, or the
-        model's own) computes them in float32, rounded to their type after every node (``precision.emulate``), since
-        ONNX Runtime's CPU provider lacks or does not round such kernels. Inputs and outputs keep their dtypes.
+        The sole engine of a model spins while it runs and stops after (``stop_after_run``); one of several never
+        spins (``never``), so that idle sessions leave the cores to the one running and to PyTorch (docs/performance.md,
+        section "ONNX Runtime engines: threads, spinning and the call path").
         """
-        precision = getattr(settings, "precision", None) or "fp32"
-        model, weights = precision_graph(model, settings, weights)
-        if getattr(settings, "tf32", False):
+        if options is not None and options.tf32:
             model, weights = emulate_tf32(model, weights)
-        if needs_emulation(model, precision):
+        if needs_emulation(model):
             model, weights = emulate(model, weights)
         spin = "stop_after_run" if engines_in_model <= 1 else "never"
         return cls(model, inputs, outputs, options=session_options(spin=spin), weights=weights)
@@ -459,7 +372,7 @@ class OnnxRuntimeEngine(Engine):
 def _ready_on_cpu(tensors: tuple, specs: tuple[tuple[tuple[int, ...], torch.dtype], ...] | None) -> bool:
     """True when ``tensors`` are what an engine with static input ``specs`` ((shape, dtype) each) takes as they are:
     one per spec, of its shape and dtype, contiguous CPU tensors. What ``Engine.prepare_inputs`` would pass through
-    untouched, in one pass with no list built (issue 42: the check of every engine call of a stitched module);
+    untouched, in one pass with no list built (the check of every engine call of a stitched module);
     anything else (None specs: a dynamic input) takes the general path, which copies, moves or raises."""
     if specs is None or len(tensors) != len(specs):
         return False

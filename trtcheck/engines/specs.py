@@ -1,15 +1,21 @@
-"""What an engine is built for: each input's and output's ``TensorSpec`` and each dynamic input's ``ShapeRange``.
+"""What an engine is built for: each input's and output's ``TensorSpec``, each dynamic input's ``ShapeRange``, and
+the backend's ``EngineOptions``.
 
-Shape analysis (``trtcheck.shapes``) makes them from a segment's boundary values; the engines take them and know
-nothing of segments or partitions (an import-linter contract keeps ``engines`` from importing ``partitioning``).
+Shape analysis (``trtcheck.shapes``) makes the specs from a segment's boundary values and the compiler makes the
+options from ``Settings``; the engines take them and know nothing of segments, partitions or settings (import-linter
+contracts keep ``engines`` from importing ``partitioning``, ``conversion`` and the compiler).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
+
+DEFAULT_WORKSPACE_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -74,3 +80,27 @@ class ShapeRange:
 
     def contains(self, shape: Sequence[int]) -> bool:
         return len(shape) == len(self.min) and all(lo <= d <= hi for lo, d, hi in zip(self.min, shape, self.max))
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How a backend builds a finished ONNX graph: what it does besides running the graph's own types.
+
+    ``tf32``: float32 matmuls and convolutions on 10-bit mantissas (TensorRT: ``BuilderFlag.TF32``, else cleared;
+    ONNX Runtime rounds their factors, ``emulation.emulate_tf32``). ``workspace_size``, ``engine_cache`` and
+    ``engine_cache_dir``: TensorRT's workspace limit and engine cache (``trtcheck.engines.cache``).
+
+    ``precision``, ``fp32_nodes``, ``use_fp32_acc`` and ``autocast`` (``dataclasses.asdict`` of the policy, or None)
+    say how the compiler made the graph (``trtcheck.compiler.mixed_precision``). No backend acts on them: the graph
+    carries its types. TensorRT names the precision in its errors and records all four in its cache entries, so that
+    an entry says what it was built for. The compiler makes one value from ``Settings`` (``engine_build.engine_options``).
+    """
+
+    tf32: bool = False
+    workspace_size: int = DEFAULT_WORKSPACE_BYTES
+    engine_cache: bool = True
+    engine_cache_dir: str | os.PathLike | None = None
+    precision: str = "fp32"
+    fp32_nodes: tuple[str, ...] = ()
+    use_fp32_acc: bool = False
+    autocast: Mapping[str, Any] | None = field(default=None, hash=False)

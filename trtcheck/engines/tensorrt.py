@@ -17,15 +17,15 @@ Build (``TensorRTEngine.__init__``):
    11 removed weak typing (``BuilderFlag.FP16``/``BF16``/``OBEY_PRECISION_CONSTRAINTS``, layer precisions): every
    network here is strongly typed (``NetworkDefinitionCreationFlag.STRONGLY_TYPED`` where the enum has it: TensorRT
    10 needs it, 11 ignores it), so TensorRT computes in the ONNX model's own types.
-2. Precision lives in the graph: ``precision="fp16"``/``"bf16"``, ``fp32_nodes``, ``use_fp32_acc`` and ``autocast``
-   make the segment's model mixed precision before the parser sees it (``mixed_precision.precision_graph``, the
-   graph ONNX Runtime runs too). ``Settings.tf32`` sets ``BuilderFlag.TF32`` (float32 matmuls and convolutions on
+2. Precision lives in the graph: the compiler hands the engine the segment's finished graph, mixed precision for
+   ``precision="fp16"``/``"bf16"`` (``trtcheck.compiler.mixed_precision``, the graph ONNX Runtime runs too), and the
+   parser sees it as it is. ``EngineOptions.tf32`` sets ``BuilderFlag.TF32`` (float32 matmuls and convolutions on
    10-bit mantissas), else it is cleared (TensorRT sets it by default). ``workspace_size`` caps the workspace pool.
 3. One optimization profile per segment, from a ``ShapeRange`` (min, opt, max) per input: static specs give
    min = opt = max; a dynamic input needs its range passed in (``shape_ranges=``).
-4. The engine cache (``trtcheck.engines.cache``) is asked first, keyed by the precision graph's bytes (weights
-   included), TensorRT's version, the device and every builder setting; a verified plan that TensorRT deserializes is
-   used, anything else is rebuilt and stored.
+4. The engine cache (``trtcheck.engines.cache``) is asked first, keyed by the graph's bytes (weights included),
+   TensorRT's version, the device and every build option; a verified plan that TensorRT deserializes is used,
+   anything else is rebuilt and stored.
 5. Otherwise ``OnnxParser.parse``: when the parser refuses the model, the segment falls back to PyTorch
    (``trtcheck.compile`` catches the ``ParserRefusedError``) with the parser's own errors, what the nodes it names
    were converted from (``Engine.node_origins``) and, from ``supports_model_v2``, which ONNX nodes TensorRT does not
@@ -42,34 +42,32 @@ work without host synchronization.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import onnx
 import torch
 
 from trtcheck import dtypes
-from trtcheck.conversion.origins import explain_node_names, node_origins
 from trtcheck.engines.base import Engine, check_model_signature, import_tensorrt, register_backend, tensorrt_import_error
 from trtcheck.engines.cache import CacheKey, EngineCache
-from trtcheck.engines.mixed_precision import precision_graph
-from trtcheck.engines.specs import ShapeRange, TensorSpec
+from trtcheck.engines.specs import EngineOptions, ShapeRange, TensorSpec
 from trtcheck.errors import EngineBuildError, ParserRefusedError
-from trtcheck.settings import Autocast
+from trtcheck.onnx_format.origins import explain_node_names, node_origins
 
 __all__ = [
     "MISSING_DEPENDENCY_MESSAGE",
     "SUPPORTED_TENSORRT",
-    "BuilderOptions",
     "CudaRuntime",
     "ParserRefusedError",
     "ShapeRange",
     "TensorRTEngine",
+    "builder_config",
+    "builder_key",
+    "network_flags",
     "optimization_profile",
     "shape_ranges",
     "unsupported_version",
@@ -79,8 +77,6 @@ MISSING_DEPENDENCY_MESSAGE = (
     "TensorRT backend needs the `tensorrt` package and a CUDA GPU: pip install 'trtcheck[tensorrt]' "
     "on a CUDA machine, or use backend='onnxruntime'"
 )
-
-DEFAULT_WORKSPACE_BYTES = 1 << 30
 
 SUPPORTED_TENSORRT = ((10, 0), (11, 2))
 """The TensorRT versions trtcheck builds with, ``[low, high)`` as (major, minor): 10.x through its strongly typed
@@ -154,71 +150,47 @@ def optimization_profile(builder: Any, ranges: Mapping[str, ShapeRange]) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Builder settings
+# Build options
 
 
-@dataclass(frozen=True)
-class BuilderOptions:
-    """What the TensorRT build depends on besides the ONNX model and the device: from ``Settings`` (``precision``,
-    ``fp32_nodes``, ``use_fp32_acc``, ``autocast`` shape the precision graph; ``tf32`` and ``workspace_size`` go to
-    the builder config). No weak typing: the network is strongly typed, whatever the precision."""
+def builder_key(options: EngineOptions, ranges: Mapping[str, ShapeRange]) -> dict[str, Any]:
+    """The part of the engine cache key that the build options and the profile decide. The graph itself is the key's
+    ONNX digest; how the compiler made it (precision, fp32_nodes, use_fp32_acc, autocast) is here too, so that an
+    entry says what it was built for. No weak typing: the network is strongly typed, whatever the precision."""
+    return {
+        "precision": options.precision,
+        "workspace_size": options.workspace_size,
+        "strongly_typed": True,
+        "tf32": options.tf32,
+        "fp32_nodes": sorted(options.fp32_nodes),
+        "use_fp32_acc": options.use_fp32_acc,
+        "autocast": None if options.autocast is None else dict(options.autocast),
+        "profile": {name: [list(r.min), list(r.opt), list(r.max)] for name, r in ranges.items()},
+    }
 
-    precision: str = "fp32"
-    workspace_size: int = DEFAULT_WORKSPACE_BYTES
-    fp32_nodes: tuple[str, ...] = ()
-    tf32: bool = False
-    use_fp32_acc: bool = False
-    autocast: Autocast | None = None
 
-    @classmethod
-    def from_settings(cls, settings: Any | None) -> BuilderOptions:
-        if settings is None:
-            return cls()
-        return cls(
-            precision=getattr(settings, "precision", "fp32"),
-            workspace_size=getattr(settings, "workspace_size", DEFAULT_WORKSPACE_BYTES),
-            fp32_nodes=tuple(sorted(getattr(settings, "fp32_nodes", None) or ())),
-            tf32=bool(getattr(settings, "tf32", False)),
-            use_fp32_acc=bool(getattr(settings, "use_fp32_acc", False)),
-            autocast=Autocast.of(getattr(settings, "autocast", None)),
-        )
+def network_flags(trt: Any) -> int:
+    """``STRONGLY_TYPED`` where the enum has it (TensorRT 10 needs it to keep the model's types; 11 has only strongly
+    typed networks and ignores it), else nothing."""
+    flag = getattr(getattr(trt, "NetworkDefinitionCreationFlag", None), "STRONGLY_TYPED", None)
+    return 0 if flag is None else 1 << int(flag)
 
-    def key(self, ranges: Mapping[str, ShapeRange]) -> dict[str, Any]:
-        """The part of the engine cache key that these options and the profile decide. The precision graph itself is
-        the key's ONNX digest; the settings that made it are here too, so that an entry says what it was built for."""
-        return {
-            "precision": self.precision,
-            "workspace_size": self.workspace_size,
-            "strongly_typed": True,
-            "tf32": self.tf32,
-            "fp32_nodes": list(self.fp32_nodes),
-            "use_fp32_acc": self.use_fp32_acc,
-            "autocast": None if self.autocast is None else dataclasses.asdict(self.autocast),
-            "profile": {name: [list(r.min), list(r.opt), list(r.max)] for name, r in ranges.items()},
-        }
 
-    @staticmethod
-    def network_flags(trt: Any) -> int:
-        """``STRONGLY_TYPED`` where the enum has it (TensorRT 10 needs it to keep the model's types; 11 has only strongly
-        typed networks and ignores it), else nothing."""
-        flag = getattr(getattr(trt, "NetworkDefinitionCreationFlag", None), "STRONGLY_TYPED", None)
-        return 0 if flag is None else 1 << int(flag)
-
-    def builder_config(self, trt: Any, builder: Any, ranges: Mapping[str, ShapeRange]) -> Any:
-        """``builder.create_builder_config()`` with the workspace limit, TF32 set or cleared, and one profile."""
-        config = builder.create_builder_config()
-        if self.workspace_size:
-            config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, self.workspace_size)
-        tf32 = getattr(trt.BuilderFlag, "TF32", None)
-        if tf32 is not None:  # TensorRT allows TF32 by default; trtcheck says so only when Settings.tf32 does
-            (config.set_flag if self.tf32 else config.clear_flag)(tf32)
-        elif self.tf32:
-            raise EngineBuildError(f"tensorrt: TensorRT {getattr(trt, '__version__', '?')} has no BuilderFlag.TF32, which tf32=True needs")
-        if ranges:
-            index = config.add_optimization_profile(optimization_profile(builder, ranges))
-            if index is not None and index < 0:
-                raise EngineBuildError(f"tensorrt: TensorRT refused the optimization profile {dict(ranges)}")
-        return config
+def builder_config(trt: Any, builder: Any, options: EngineOptions, ranges: Mapping[str, ShapeRange]) -> Any:
+    """``builder.create_builder_config()`` with the workspace limit, TF32 set or cleared, and one profile."""
+    config = builder.create_builder_config()
+    if options.workspace_size:
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, options.workspace_size)
+    tf32 = getattr(trt.BuilderFlag, "TF32", None)
+    if tf32 is not None:  # TensorRT allows TF32 by default; trtcheck says so only when the options do
+        (config.set_flag if options.tf32 else config.clear_flag)(tf32)
+    elif options.tf32:
+        raise EngineBuildError(f"tensorrt: TensorRT {getattr(trt, '__version__', '?')} has no BuilderFlag.TF32, which tf32=True needs")
+    if ranges:
+        index = config.add_optimization_profile(optimization_profile(builder, ranges))
+        if index is not None and index < 0:
+            raise EngineBuildError(f"tensorrt: TensorRT refused the optimization profile {dict(ranges)}")
+    return config
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -332,7 +304,7 @@ class TensorRTEngine(Engine):
         inputs: Sequence[TensorSpec],
         outputs: Sequence[TensorSpec],
         *,
-        settings: Any | None = None,
+        options: EngineOptions | None = None,
         shape_ranges: Mapping[str, ShapeRange | Sequence[Sequence[int]]] | None = None,
         cache: EngineCache | None = None,
     ):
@@ -347,11 +319,10 @@ class TensorRTEngine(Engine):
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
         check_model_signature(self.backend, model, self.inputs, self.outputs)
-        model, _ = precision_graph(model, settings)  # what TensorRT builds: the model's own types, strongly typed
         self.model = model
-        """The ONNX model handed to TensorRT's parser: the segment's precision graph (``precision_graph``)."""
+        """The ONNX model handed to TensorRT's parser: the finished graph, built in its own types, strongly typed."""
         self.node_origins = node_origins(model)
-        self.options = BuilderOptions.from_settings(settings)
+        self.options = EngineOptions() if options is None else options
         self.ranges = _shape_ranges(self.inputs, shape_ranges)
         self._device = cuda.current_device()
         self._logger = _logger(trt)
@@ -359,8 +330,8 @@ class TensorRTEngine(Engine):
         if self._runtime is None:
             raise EngineBuildError("tensorrt: trt.Runtime could not be created (see the TensorRT log)")
         onnx_bytes = model.SerializeToString()
-        if cache is None and (settings is None or getattr(settings, "engine_cache", True)):
-            cache = EngineCache(getattr(settings, "engine_cache_dir", None))
+        if cache is None and self.options.engine_cache:
+            cache = EngineCache(self.options.engine_cache_dir)
         self.cache = cache
         self.cache_key = self._cache_key(trt, onnx_bytes) if cache is not None else None
         self.cache_event = "off"
@@ -383,11 +354,11 @@ class TensorRTEngine(Engine):
     @classmethod
     def build(
         cls, model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], *, engines_in_model: int = 1,
-        settings: Any | None = None, shape_ranges: Mapping[str, ShapeRange] | None = None,
+        options: EngineOptions | None = None, shape_ranges: Mapping[str, ShapeRange] | None = None,
     ) -> TensorRTEngine:
-        """The engine for one segment, with the builder settings of ``settings`` (``trtcheck.Settings``) and one
+        """The engine of the finished graph ``model``, built with ``options`` (TF32, workspace, engine cache) and one
         optimization profile from ``shape_ranges`` (every dynamic input's (min, opt, max))."""
-        return cls(model, inputs, outputs, settings=settings, shape_ranges=shape_ranges)
+        return cls(model, inputs, outputs, options=options, shape_ranges=shape_ranges)
 
     def _cache_key(self, trt: Any, onnx_bytes: bytes) -> CacheKey:
         name, capability = self.cuda.identity(self._device)
@@ -396,7 +367,7 @@ class TensorRTEngine(Engine):
             tensorrt_version=str(getattr(trt, "__version__", "unknown")),
             device_name=name,
             compute_capability=capability,
-            builder=self.options.key(self.ranges),
+            builder=builder_key(self.options, self.ranges),
         )
 
     def _load_cached(self) -> Any:
@@ -421,13 +392,13 @@ class TensorRTEngine(Engine):
         """Parse ``model`` and build a serialized engine, turning every failure into a clear error."""
         mark = _LOG.mark()
         builder = trt.Builder(self._logger)
-        network = builder.create_network(self.options.network_flags(trt))
+        network = builder.create_network(network_flags(trt))
         parser = trt.OnnxParser(network, self._logger)
         if not parser.parse(onnx_bytes):
             errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
             unsupported = _unsupported_nodes(trt, builder, self._logger, model, onnx_bytes)
             raise _refusal(errors, unsupported, self.node_origins)
-        config = self.options.builder_config(trt, builder, self.ranges)
+        config = builder_config(trt, builder, self.options, self.ranges)
         serialized = builder.build_serialized_network(network, config)
         if serialized is None:
             said = _LOG.since(mark)
@@ -542,7 +513,7 @@ def _unsupported_nodes(
 ) -> list[tuple[int, str, tuple[str, ...]]]:
     """The ONNX nodes in subgraphs ``supports_model_v2`` marks unsupported (diagnostics only: [] on any trouble)."""
     try:
-        network = builder.create_network(BuilderOptions.network_flags(trt))
+        network = builder.create_network(network_flags(trt))
         parser = trt.OnnxParser(network, logger)
         if parser.supports_model_v2(onnx_bytes):
             return []

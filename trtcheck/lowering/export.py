@@ -520,8 +520,8 @@ class LoweringCache:
     partitions every preset from a copy (``compile(..., lowered=...)``). With ``twice`` (the default) the
     first request for a key lowers two fresh builds of the model and requires the same graph and the same
     constants: lowering's determinism from scratch, checked once per model instead of once per setting. The
-    plugin's matrix cache lowers once (half its time, issue 25) and the slow tier checks every zoo model's
-    lowering twice instead (``suites/lowering/test_lowering.py``).
+    plugin's matrix cache lowers once (``twice=False``: half its lowering time, to keep the verification matrix
+    fast) and the slow tier checks every zoo model's lowering twice instead (``suites/lowering/test_lowering.py``).
     """
 
     def __init__(self, twice: bool = True) -> None:

@@ -150,7 +150,7 @@ def own_mutable_state(gm: torch.fx.GraphModule) -> None:
 def graph_module(root: torch.nn.Module, graph: torch.fx.Graph) -> torch.fx.GraphModule:
     """``torch.fx.GraphModule(root, graph)`` whose Python code is generated when it is first called, not now: most
     graphs trtcheck builds are read (converted, partitioned), never run, and generating and compiling the code was a
-    tenth of the verification matrix (issue 25: 516 segment modules, 8 s of 101)."""
+    tenth of the verification matrix's time (516 segment modules, 8 s of 101)."""
     return _GraphModule(root, graph)
 
 
@@ -159,13 +159,14 @@ def copy_graph_module(gm: torch.fx.GraphModule, without: Collection[torch.fx.Nod
 
     ``without``: nodes left out of the copy, every user of each among them too (``dead_nodes``: lowering's copy
     without dead code is one pass, not a copy and then ``eliminate_dead_code``, which lints the graph and asks
-    every node whether it is impure: as long as the copy itself at 100k nodes, issue 42).
+    every node whether it is impure: as long as the copy itself at 100k nodes, the size partitioning's time targets
+    are set at, docs/performance.md#partitioning).
 
     Each node is made as ``Graph.create_node`` makes it (the same name through the graph's namespace, the same
     insertion and node table), its ``meta`` a shallow copy as ``Graph.node_copy`` makes it, set before the node
     enters the table; ``graph_copy`` instead checks every argument of every node for a raw SymInt (a pytree walk
     per node, only ever a warning) and sets ``meta`` through ``Node.__setattr__``, which re-keys the node table:
-    three times slower, and the copy of a user's 100k-node graph was most of partitioning it (issue 42). The
+    three times slower, and the copy of a user's 100k-node graph was most of partitioning it. The
     collector is paused while the copy is made (each full collection would walk the half-built graph: 2.5 s
     became 10-23 s at 100k nodes on a loaded machine). A torch.fx without these internals gets ``graph_copy``.
     """

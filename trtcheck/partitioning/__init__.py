@@ -1,4 +1,5 @@
-"""The partitioning phase (the seed's segmentation, dependency analysis, and merge)."""
+"""The partitioning phase: segmentation, dependency analysis and merging, as in Torch-TensorRT's partitioning design
+(docs/partitioning.md says what that is and where trtcheck departs from it)."""
 
 from trtcheck.partitioning.driver import partition, partition_graph
 from trtcheck.partitioning.partition import Partition, Segment

@@ -1,4 +1,5 @@
-"""The seed's dependency analysis: Tensor-only TensorRT boundaries, and ``min_block_size``.
+"""Dependency analysis (of Torch-TensorRT's partitioning design, docs/partitioning.md): Tensor-only TensorRT
+boundaries, and ``min_block_size``.
 
 An engine takes and returns Tensors only, so a non-Tensor value (an int, a SymInt, a tuple) may not cross
 the boundary of a TensorRT segment. Which rule applies depends on who produces and who consumes it:

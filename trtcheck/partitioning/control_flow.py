@@ -3,9 +3,9 @@
 torch.export keeps a data-dependent ``torch.cond`` (and a ``while_loop``) as one higher-order node whose
 branches (a loop's ``cond_fn`` and body) are ``GraphModule`` attributes of the lowered module, read by
 ``get_attr``; the node's result is a tuple read by ``operator.getitem``. No engine can run such a node, but
-its branches are ordinary ATen graphs. As in the seed's partitioning of loops and conditionals, the node
+its branches are ordinary ATen graphs. As Torch-TensorRT's partitioning design treats loops and conditionals, the node
 itself is a Torch segment of its own, marked ``do_not_merge`` (stitching copies it as it is), and each
-branch is partitioned on its own, with the same settings, into ``Partition.subpartitions[name]``: engines
+branch is partitioned on its own, with the same settings, into ``Partition.branches[name]``: engines
 then sit inside branches, and ``trtcheck.compiler`` compiles them (``engine_build.build_branches``).
 
 ``decisions.decide`` sends the node itself to Torch (reason ``CONTROL_FLOW``, unless the user forced it);

@@ -23,21 +23,23 @@ from trtcheck.names import ModuleMatcher, OpMatcher
 from trtcheck.partitioning.nodes import CONTROL_FLOW_TYPES, branch_names, control_flow_op, is_control_flow, is_getitem, target_name
 from trtcheck.partitioning.reasons import Reason, ReasonKind, Target
 
-if TYPE_CHECKING:  # the registry is imported when it is asked (``judge_with(None)``): see ``_UserJudge``
+if TYPE_CHECKING:  # the registry is imported when it is asked (``support_check_of(None)``): see ``_UserSupportCheck``
     from trtcheck.conversion import Verdict
 
 SupportFn = Callable[[torch.fx.Node], bool]
 Support = SupportFn | OperatorSupportBase | None
-Judge = Callable[[torch.fx.Node], "Verdict"]
-"""What ``decide`` asks of each node: the registry's ``verdict``, or a user's ``support`` wrapped by ``judge_with``."""
+SupportCheck = Callable[[torch.fx.Node], "Verdict"]
+"""Whether one node may run in TensorRT, and why not: what ``decide`` asks of each node. The registry's ``verdict``,
+or a user's ``support`` wrapped by ``support_check_of``."""
 
 _CONVERTIBLE = Reason(ReasonKind.CONVERTIBLE)  # frozen: every node a user's support accepts shares it
 
 
-class _UserJudge:
-    """A user's ``support`` as a ``Judge``. Kept apart from the registry's: asking it needs no converter, so a
-    process that partitions with its own support never imports the converters (and ONNX with them: 0.7-0.9 s
-    on the first partition, issue 42), and ``initial_targets`` asks ``ask`` directly, without a ``Verdict``."""
+class _UserSupportCheck:
+    """A user's ``support`` as a ``SupportCheck``. Kept apart from the registry's: asking it needs no converter, so a
+    process that partitions with its own support never imports the converters (and ONNX with them, which is most of
+    a process's first partition: docs/performance.md#partitioning), and ``initial_targets`` asks ``ask`` directly,
+    without a ``Verdict``."""
 
     __slots__ = ("ask",)
 
@@ -53,8 +55,8 @@ class _UserJudge:
             return Verdict(False, error=error)
 
 
-def judge_with(support: Support) -> Judge:
-    """The ``support`` argument of ``partition`` as a ``Judge``: ``None`` for trtcheck's converter registry
+def support_check_of(support: Support) -> SupportCheck:
+    """The ``support`` argument of ``partition`` as a ``SupportCheck``: ``None`` for trtcheck's converter registry
     (``conversion.verdict``, which names the converter and why it refused), a callable ``(Node) -> bool``, or
     a ``torch.fx.passes.operator_support.OperatorSupportBase``. A user's check that raises is a verdict with
     its ``error``, never a crash."""
@@ -63,17 +65,20 @@ def judge_with(support: Support) -> Judge:
 
         return verdict
     if isinstance(support, OperatorSupportBase):
-        return _UserJudge(lambda node: support.is_node_supported({}, node))
+        return _UserSupportCheck(lambda node: support.is_node_supported({}, node))
     if callable(support):
-        return _UserJudge(support)
+        return _UserSupportCheck(support)
     raise TypeError(
         f"support must be None (trtcheck's converter registry), a callable (torch.fx.Node) -> bool, or a "
         f"torch.fx.passes.operator_support.OperatorSupportBase; got {type(support).__name__}"
     )
 
 
+judge_with = support_check_of  # the former name, kept while trtcheck.verification.invariants imports it
+
+
 def initial_targets(
-    nodes: list[torch.fx.Node], judge: Judge, forced_ops: OpMatcher, forced_modules: ModuleMatcher
+    nodes: list[torch.fx.Node], check: SupportCheck, forced_ops: OpMatcher, forced_modules: ModuleMatcher
 ) -> tuple[dict[torch.fx.Node, Target], dict[torch.fx.Node, Reason]]:
     """Every compute node's target and reason before any partitioning rule: ``decide`` for each, then every
     ``getitem`` follows its producer.
@@ -83,8 +88,8 @@ def initial_targets(
     targets: dict[torch.fx.Node, Target] = {}
     reasons: dict[torch.fx.Node, Reason] = {}
     getitems = []
-    plain = isinstance(judge, _UserJudge) and not (forced_ops.packets or forced_ops.overloads) and not forced_modules.paths
-    ask = judge.ask if isinstance(judge, _UserJudge) else None
+    plain = isinstance(check, _UserSupportCheck) and not (forced_ops.packets or forced_ops.overloads) and not forced_modules.paths
+    ask = check.ask if isinstance(check, _UserSupportCheck) else None
     trt, torch_target, convertible = Target.TENSORRT, Target.TORCH, _CONVERTIBLE
     for node in nodes:
         if node.target is operator.getitem and node.op == "call_function":  # ``is_getitem``, inlined
@@ -102,16 +107,16 @@ def initial_targets(
             else:
                 targets[node], reasons[node] = torch_target, Reason(ReasonKind.NO_CONVERTER, f"no converter accepts {_describe(node)}")
             continue
-        targets[node], reasons[node] = decide(node, judge, forced_ops, forced_modules)
+        targets[node], reasons[node] = decide(node, check, forced_ops, forced_modules)
     follow_producers(getitems, targets, reasons)
     return targets, reasons
 
 
 def decide(
-    node: torch.fx.Node, judge: Judge, forced_ops: OpMatcher, forced_modules: ModuleMatcher
+    node: torch.fx.Node, check: SupportCheck, forced_ops: OpMatcher, forced_modules: ModuleMatcher
 ) -> tuple[Target, Reason]:
     """The initial target of one compute node (``getitem`` excluded: see ``follow_producers``): the user's word
-    first, then control flow (its own Torch segment; its branches are partitioned apart), then the judge."""
+    first, then control flow (its own Torch segment; its branches are partitioned apart), then the support check."""
     if forced_ops(node.target):
         return Target.TORCH, Reason(ReasonKind.FORCED_OP, f"{node.target} is in torch_executed_ops")
     module = forced_modules(node)
@@ -119,35 +124,35 @@ def decide(
         return Target.TORCH, Reason(ReasonKind.FORCED_MODULE, f"inside {module!r} (torch_executed_modules)")
     if is_control_flow(node):
         return Target.TORCH, control_flow_reason(node)
-    judged = judge(node)
-    if judged.error is not None:
-        error = f"{type(judged.error).__name__}: {judged.error}"
-        if judged.converter is not None:
+    verdict = check(node)
+    if verdict.error is not None:
+        error = f"{type(verdict.error).__name__}: {verdict.error}"
+        if verdict.converter is not None:
             return Target.TORCH, Reason(ReasonKind.VALIDATOR_ERROR, f"{target_name(node.target)} validator raised {error}")
         return Target.TORCH, Reason(ReasonKind.VALIDATOR_ERROR, f"support check raised {error}")
-    if not judged:
-        return Target.TORCH, Reason(ReasonKind.NO_CONVERTER, _refusal(node, judged))
-    if judged.converter is None:
+    if not verdict:
+        return Target.TORCH, Reason(ReasonKind.NO_CONVERTER, _refusal(node, verdict))
+    if verdict.converter is None:
         return Target.TENSORRT, _CONVERTIBLE
-    return Target.TENSORRT, Reason(ReasonKind.CONVERTIBLE, converter=judged.converter)
+    return Target.TENSORRT, Reason(ReasonKind.CONVERTIBLE, converter=verdict.converter)
 
 
-def _refusal(node: torch.fx.Node, judged: Verdict) -> str:
+def _refusal(node: torch.fx.Node, verdict: Verdict) -> str:
     """Why an unsupported node is: no converter for its overload, or a converter whose validator said no.
 
     The two call for different fixes (register a converter, or change the dtypes/arguments the existing
     one refuses), so the registry's verdict names which one it was and what the validator was shown.
     """
-    if judged.converter is not None:
-        because = f": {judged.reason}" if judged.reason else ""
+    if verdict.converter is not None:
+        because = f": {verdict.reason}" if verdict.reason else ""
         return f"the {target_name(node.target)} converter's validator refused {_signature(node)}{because}"
-    if judged.reason is not None and node.op == "call_function":
-        return judged.reason
+    if verdict.reason is not None and node.op == "call_function":
+        return verdict.reason
     return f"no converter accepts {_describe(node)}"
 
 
 def _signature(node: torch.fx.Node) -> str:
-    """``float64[2, 3], 2 -> float64[2, 3]``: the inputs and output a validator judged."""
+    """``float64[2, 3], 2 -> float64[2, 3]``: the inputs and output a validator was shown."""
 
     def show(value: object) -> str:
         if isinstance(value, torch.fx.Node):
@@ -187,5 +192,5 @@ def control_flow_reason(node: torch.fx.Node) -> Reason:
     return Reason(
         ReasonKind.CONTROL_FLOW,
         f"{op.name} runs in PyTorch as a segment of its own (do_not_merge); its branches "
-        f"{', '.join(branch_names(node))} are partitioned separately (Partition.subpartitions)",
+        f"{', '.join(branch_names(node))} are partitioned separately (Partition.branches)",
     )

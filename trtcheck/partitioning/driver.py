@@ -21,7 +21,7 @@ from trtcheck.lowering.graph import copy_graph_module, gc_paused, written_values
 from trtcheck.names import ModuleMatcher, checked_settings, resolve_fp32_nodes, resolve_modules, resolve_ops
 from trtcheck.partitioning.boundaries import GraphChanges, apply_min_block_size, enforce_tensor_boundaries, segment_index
 from trtcheck.partitioning.control_flow import isolate_control_flow, partition_branches
-from trtcheck.partitioning.decisions import Support, follow_producers, initial_targets, judge_with
+from trtcheck.partitioning.decisions import Support, follow_producers, initial_targets, support_check_of
 from trtcheck.partitioning.nodes import any_control_flow, is_tensor_value
 from trtcheck.partitioning.optimal import Optimal
 from trtcheck.partitioning.order import WRITES, may_write_cached, state_order
@@ -146,7 +146,7 @@ def _partition_graph(
     else:
         facts = _Facts.gather(gm.graph)
         nodes = facts.nodes
-        targets, reasons = initial_targets(nodes, judge_with(support), resolve_ops(settings.torch_executed_ops), forced_modules)
+        targets, reasons = initial_targets(nodes, support_check_of(support), resolve_ops(settings.torch_executed_ops), forced_modules)
 
     if settings.segmentation == "optimal":
         segments = _best_candidate(gm, nodes, targets, reasons, settings, may_change_graph, resume, facts)
@@ -159,7 +159,7 @@ def _partition_graph(
     if settings.require_full_compilation:
         _check_full_compilation(result)
     if any_control_flow(nodes):  # ``nodes`` may miss copies, never a control-flow node
-        result.subpartitions = partition_branches(  # branch copies are ours to change: may_change_graph
+        result.branches = partition_branches(  # branch copies are ours to change: may_change_graph
             result, forced_modules, lambda branch, modules: _partition_graph(branch, settings, support, modules, True)
         )
     return result

@@ -54,7 +54,7 @@ def reason_heading(kind: ReasonKind | None, target: Target | None) -> str:
 class EngineSegment:
     """One TensorRT segment: its index in ``Partition.segments`` and how many compute nodes it holds.
 
-    ``branch`` is the path of the sub-partition whose segment it is (``true_graph_0``), '' for the model's own.
+    ``branch`` is the path of the branch partition whose segment it is (``true_graph_0``), '' for the model's own.
     """
 
     index: int
@@ -90,7 +90,7 @@ class ExplainSummary:
     engines: tuple[EngineSegment, ...]
     torch_groups: tuple[ReasonGroup, ...]
     unplaced: tuple[str, ...] = ()
-    branches: int = 0  # sub-partitions (branch graphs, nested ones included)
+    branches: int = 0  # branch partitions (``Partition.branches``, nested ones included)
     branch_nodes: int = 0  # of ``compute_nodes``, those inside branch graphs
 
     @property

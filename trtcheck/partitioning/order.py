@@ -4,7 +4,7 @@
 write of that value before it in graph order stays before it, and every one after it stays after it. It lists
 an edge between the write and *every* other access of the value, so a buffer written ``w`` times and read
 ``r`` times costs ``w * (w + r)`` edges: quadratic in the graph's size (a KV cache, a counter updated every
-step; issue 42: 1.7 million edges at 30k nodes of the benchmark's ``with-ints`` graphs, 58 s at 100k).
+step: the benchmark's ``with-ints`` graphs, docs/performance.md#partitioning).
 
 ``state_order`` here lists, per written value, its accesses in graph order as a chain of epochs split by the
 writes: every access after a write follows that write, and every write follows the accesses since the write

@@ -1,6 +1,7 @@
 """The partitioning phase's data: ``Segment`` and ``Partition``, with their printing and no policy.
 
-These are plain objects (the seed's ``SegmentedBlock`` and ``PartitionInfo``): tests and downstream code
+These are plain objects (``SegmentedBlock`` and ``PartitionInfo`` of Torch-TensorRT's partitioning design,
+docs/partitioning.md): tests and downstream code
 may build or edit them by hand, so anything derivable (a segment's inputs and outputs) is computed from
 the nodes on demand rather than stored and left to go stale. Later phases never edit a partition:
 ``with_fallbacks`` returns a new one where segments fell back to Torch, merged with their neighbours.
@@ -9,6 +10,7 @@ the nodes on demand rather than stored and left to go stale. Later phases never 
 from __future__ import annotations
 
 import textwrap
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,10 +20,10 @@ import torch.fx
 
 from trtcheck.lowering.graph import is_mutable_state
 from trtcheck.lowering.symbols import dim_range, symbol_ranges, value_bytes
-from trtcheck.names import from_source, node_source
 from trtcheck.partitioning.explain import ExplainSummary
 from trtcheck.partitioning.nodes import branch_names, counts_toward_block_size, in_branch, is_compute, is_tensor_value, op_name
 from trtcheck.partitioning.reasons import Reason, ReasonKind, Target
+from trtcheck.provenance import from_source, node_source
 from trtcheck.settings import Settings
 from trtcheck.text import plural
 
@@ -74,8 +76,8 @@ class Segment:
         return sum(map(counts_toward_block_size, self.nodes))
 
     def format(self, index: int, ranges: Mapping[str, tuple[int, int | None]] | None = None) -> str:
-        """The seed's ``Segment Block @i`` rendering. With ``ranges`` (the graph's symbol ranges), a value of
-        dynamic shape shows each size's min..opt..max: ``Tensor[2, 2..16..128, 64]``."""
+        """The ``Segment Block @i`` rendering of Torch-TensorRT's partitioning design. With ``ranges`` (the graph's
+        symbol ranges), a value of dynamic shape shows each size's min..opt..max: ``Tensor[2, 2..16..128, 64]``."""
         inputs = self.inputs
         params = ",\n      ".join(f"%{value.name} : {_type_name(value, ranges)}" for value in inputs)
         lines = [f"Segment Block @{index}:", f"    Target: {self.target.display}", f"    Graph: graph({params}):"]
@@ -135,7 +137,13 @@ class Partition:
     fallbacks: list[str] = field(default_factory=list)  # TensorRT segments that failed to compile, and why
     # The partition of every branch (body, cond_fn) graph of a torch.cond / while_loop node, by the name of the
     # branch's GraphModule attribute (``true_graph_0``); nested control flow nests (see partitioning/control_flow.py).
-    subpartitions: dict[str, Partition] = field(default_factory=dict)
+    branches: dict[str, Partition] = field(default_factory=dict)
+
+    @property
+    def subpartitions(self) -> dict[str, Partition]:
+        """Deprecated: ``branches``, read-only (the name every other result's branches have)."""
+        warnings.warn("Partition.subpartitions is deprecated: use Partition.branches", DeprecationWarning, stacklevel=2)
+        return self.branches
 
     def segments_of(self, target: Target) -> list[Segment]:
         return [segment for segment in self.segments if segment.target is target]
@@ -151,10 +159,15 @@ class Partition:
         return segment.target if segment is not None else None
 
     def with_fallbacks(
-        self, failed: Mapping[int, Fallback] | None = None, *, subpartitions: Mapping[str, Partition] | None = None
+        self,
+        failed: Mapping[int, Fallback] | None = None,
+        *,
+        branches: Mapping[str, Partition] | None = None,
+        subpartitions: Mapping[str, Partition] | None = None,
     ) -> Partition:
         """A new partition: this one with each TensorRT segment of ``failed`` (by index) run in PyTorch, and
-        ``subpartitions`` (branches' partitions after their own fallbacks) in place of this one's. This one is left
+        ``branches`` (branches' partitions after their own fallbacks; ``subpartitions``, deprecated, is the same)
+        in place of this one's. This one is left
         as it is: what a later phase learns (an engine that would not build) is its own result, and the partition
         stays what partitioning made, which the determinism check and a repro read.
 
@@ -164,6 +177,11 @@ class Partition:
         TensorRT segments never merge, so the ones that survive keep their order (``surviving_indices``).
         """
         failed = dict(failed or {})
+        if subpartitions is not None:
+            if branches is not None:
+                raise TypeError("with_fallbacks() got both branches= and subpartitions= (its deprecated name)")
+            warnings.warn("with_fallbacks(subpartitions=) is deprecated: use branches=", DeprecationWarning, stacklevel=2)
+            branches = subpartitions
         for index in failed:
             if not 0 <= index < len(self.segments):
                 raise ValueError(f"with_fallbacks() got segment @{index}; this partition has {len(self.segments)} segments")
@@ -180,8 +198,8 @@ class Partition:
                 reasons.update({node: Reason(ReasonKind.CONVERSION_FAILED, message) for node in segment.nodes})
                 target = Target.TORCH
             segments.append(Segment(target, list(segment.nodes), segment.do_not_merge))
-        subs = dict(self.subpartitions)
-        for name, sub in (subpartitions or {}).items():
+        subs = dict(self.branches)
+        for name, sub in (branches or {}).items():
             if name not in subs:
                 raise ValueError(f"with_fallbacks() got branch {name!r}, which this partition does not have")
             fallbacks += [f"branch {name}: {line}" for line in sub.fallbacks[len(subs[name].fallbacks):]]
@@ -202,10 +220,10 @@ class Partition:
         return [node for node in self.graph_module.graph.nodes if is_compute(node)]
 
     def walk(self, path: str = "") -> Iterator[tuple[str, Partition]]:
-        """This partition and every sub-partition below it, depth first, each with its branch path
+        """This partition and every branch partition below it, depth first, each with its branch path
         (``""`` for this one, then ``"true_graph_0"``, ``"true_graph_0/false_graph_0"``, ...)."""
         yield path, self
-        for name, sub in self.subpartitions.items():
+        for name, sub in self.branches.items():
             yield from sub.walk(in_branch(path, name))
 
     def branch_owners(self) -> dict[str, torch.fx.Node]:
@@ -221,11 +239,11 @@ class Partition:
     def summary(self) -> str:
         """One line: how many segments and nodes run where (then the same for all branches together, if any)."""
         line = _count_line(self.segments)
-        if not self.subpartitions:
+        if not self.branches:
             return line
 
-        branches = [part for path, part in self.walk() if path]
-        return f"{line}; in {plural(len(branches), 'branch graph')}: {_count_line([s for part in branches for s in part.segments])}"
+        inside = [part for path, part in self.walk() if path]
+        return f"{line}; in {plural(len(inside), 'branch graph')}: {_count_line([s for part in inside for s in part.segments])}"
 
     def explain_summary(self) -> str:
         """Op coverage, engines with their sizes, and every Torch node grouped by reason.
@@ -240,7 +258,7 @@ class Partition:
 
         Without ``nodes`` (every compute node), ``explain_summary()`` comes first; a selection of nodes
         (the blockers of ``require_full_compilation``, say) gets its lines only.
-        Nodes of branches (``subpartitions``) follow the parent's, each named with its branch path
+        Nodes of branches (``branches``) follow the parent's, each named with its branch path
         (``true_graph_0/relu``); a selection may hold them too.
         """
 
@@ -262,13 +280,13 @@ class Partition:
         return "\n".join(lines)
 
     def __str__(self) -> str:
-        """The seed's segment blocks; then each branch's, indented under its name."""
+        """The segment blocks of Torch-TensorRT's partitioning design; then each branch's, indented under its name."""
         ranges = symbol_ranges(self.graph_module)
         lines = [segment.format(i, ranges) for i, segment in enumerate(self.segments)]
-        if self.subpartitions:
+        if self.branches:
 
             owners = self.branch_owners()
-            for name, sub in self.subpartitions.items():
+            for name, sub in self.branches.items():
                 owner = f" (a branch of %{owners[name].name})" if name in owners else ""
                 lines.append(f"Sub-partition {name}{owner}:")
                 lines.append(textwrap.indent(str(sub) or "(no compute nodes)", "    "))
@@ -277,7 +295,7 @@ class Partition:
 
 def _from(nodes: Iterable[torch.fx.Node]) -> str:
     """`` [from layers.3.attention (Attention), model.py:42]``: where in the user's code the first of ``nodes`` that
-    torch.export kept a module path or a stack trace for came from (``names.node_source``); ``""`` when none has one."""
+    torch.export kept a module path or a stack trace for came from (``provenance.node_source``); ``""`` when none has one."""
     source = next((found for found in map(node_source, nodes) if found), "")
     return f" [{from_source(source)}]" if source else ""
 
@@ -293,7 +311,8 @@ def _count_line(segments: list[Segment]) -> str:
 
 
 def mergeable(first: Segment, second: Segment) -> bool:
-    """Neighbours of one target merge unless either is ``do_not_merge`` (the seed's loop/conditional blocks)."""
+    """Neighbours of one target merge unless either is ``do_not_merge`` (the loop and conditional blocks of
+    Torch-TensorRT's partitioning design)."""
     return first.target is second.target and not first.do_not_merge and not second.do_not_merge
 
 

@@ -3,7 +3,7 @@
 Both strategies are one linear pass over the nodes in graph order:
 
 * ``naive`` starts a new segment at every change of target.
-* ``dependency_aware`` (the seed's "Dependency Aware Partitioning") keeps a TensorRT list and a Torch
+* ``dependency_aware`` ("Dependency Aware Partitioning" of Torch-TensorRT's partitioning design) keeps a TensorRT list and a Torch
   list open at once and finalizes a list only when the next node depends on it and has the other target
   (its data, or the order of reads and writes around an in-place write: ``order.state_order``).
   Nodes thereby move across a boundary only past nodes they do not depend on, so every segment's inputs

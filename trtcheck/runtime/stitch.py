@@ -22,11 +22,11 @@ from typing import Any
 import torch
 import torch.fx
 
-from trtcheck.conversion.origins import explain_node_names
 from trtcheck.engines import Engine
 from trtcheck.errors import EngineRuntimeError, InputMismatchError
 from trtcheck.lowering.graph import is_mutable_state
 from trtcheck.lowering.symbols import size_hint
+from trtcheck.onnx_format.origins import explain_node_names
 from trtcheck.partitioning.nodes import branch_names, is_control_flow
 from trtcheck.partitioning.partition import Partition, Segment
 from trtcheck.partitioning.reasons import Target

@@ -41,7 +41,8 @@ def auto_torch_threads(stitched: torch.fx.GraphModule) -> int | None:
     """PyTorch's thread count for calls of ``stitched`` under ``torch_threads="auto"``: 1 when it runs an
     engine and every op it runs in PyTorch (control-flow branches included) is memory-bound, else None.
 
-    Why (issue 10, measured in ``suites/benchmarks/bench_segments.py``): after every parallel op PyTorch's
+    Why (docs/performance.md, section "ONNX Runtime engines: threads, spinning and the call path"; figures from
+    ``suites/benchmarks/bench_segments.py``): after every parallel op PyTorch's
     OpenMP workers spin for about 10 ms (libgomp's default wait policy, read once at start-up), so the
     engine that follows a Torch segment shares the cores with a spinning thread. resnet18 with relu forced
     to PyTorch (18 engines) ran at 1.2-1.3x eager's time; with PyTorch on one thread for its segments, at

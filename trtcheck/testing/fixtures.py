@@ -19,7 +19,7 @@ import pytest
 
 import trtcheck  # the root, errors and presets import no torch: the plugin loads in every pytest session
 from trtcheck.errors import UnmatchedOpError
-from trtcheck.testing.session import HarnessConfig, TrtcheckSession, harness
+from trtcheck.testing.session import TrtcheckOptions, TrtcheckSession, session_of
 
 FIXTURES = frozenset({
     "trtcheck_settings", "trtcheck_compile", "trtcheck_verify", "trtcheck_model", "trtcheck_preset", "trtcheck_model_entry",
@@ -30,9 +30,9 @@ FIXTURES = frozenset({
 
 
 @pytest.fixture
-def trtcheck_config(request: pytest.FixtureRequest) -> HarnessConfig:
+def trtcheck_config(request: pytest.FixtureRequest) -> TrtcheckOptions:
     """The session's ``--trtcheck-*`` options."""
-    return harness(request.config)
+    return session_of(request.config).options
 
 
 @pytest.fixture
@@ -130,13 +130,13 @@ def _preset_applies(call: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @pytest.fixture
-def trtcheck_compile(trtcheck_settings: Any, trtcheck_config: HarnessConfig) -> Callable[..., Any]:
+def trtcheck_compile(trtcheck_settings: Any, trtcheck_config: TrtcheckOptions) -> Callable[..., Any]:
     """``trtcheck.compile`` with the current preset's settings and the session's backend."""
     return _preset_applies(functools.partial(trtcheck.compile, settings=trtcheck_settings, backend=trtcheck_config.backend))
 
 
 @pytest.fixture
-def trtcheck_verify(trtcheck_settings: Any, trtcheck_config: HarnessConfig, request: pytest.FixtureRequest) -> Callable[..., Any]:
+def trtcheck_verify(trtcheck_settings: Any, trtcheck_config: TrtcheckOptions, request: pytest.FixtureRequest) -> Callable[..., Any]:
     """``trtcheck.verify`` with the current preset, backend, seed, ``--trtcheck-allow-fallbacks`` and
     ``--trtcheck-localize-budget``; a failure writes a repro to the report dir, its message localizes a mismatch.
 
@@ -174,7 +174,7 @@ def trtcheck_variant(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def trtcheck_benchmark(
-    trtcheck_settings: Any, trtcheck_preset: Any, trtcheck_config: HarnessConfig, trtcheck_variant: str, benchmark: Any,
+    trtcheck_settings: Any, trtcheck_preset: Any, trtcheck_config: TrtcheckOptions, trtcheck_variant: str, benchmark: Any,
     request: pytest.FixtureRequest,
 ) -> Callable[..., Any]:
     """Time the user's own model as the zoo's benchmarks time theirs: ``trtcheck_benchmark(model, example_inputs)``.
@@ -187,8 +187,8 @@ def trtcheck_benchmark(
     ``--trtcheck-allow-fallbacks``), fail the test after timing. Returns the compiled module.
     """
     from trtcheck.benchmarking import preset_label  # deferred: torch only in sessions that use trtcheck
-    from trtcheck.engines.precision import judged_precision  # deferred: torch only in sessions that use trtcheck
     from trtcheck.testing import timing  # deferred: torch only in sessions that use trtcheck
+    from trtcheck.verification.judge import judged_precision  # deferred: torch only in sessions that use trtcheck
 
     def run(model: Any, example_inputs: Any, *, name: str | None = None, **compile_options: Any) -> Any:
         label = name or request.node.originalname

@@ -36,13 +36,14 @@ from trtcheck.testing.session import (
     MARKER,
     OPTIONS,
     HarnessConfig,
-    harness,
+    TrtcheckOptions,
+    session_of,
 )
 from trtcheck.testing.summary import header_lines, terminal_summary
 
 pytest_plugins = ["trtcheck.testing.fixtures"]  # the fixtures, a plugin of their own: registered with this one
 
-__all__ = ["HarnessConfig", "harness", "quiet_torch_trace_log", "share_cores_with_other_workers"]
+__all__ = ["HarnessConfig", "TrtcheckOptions", "quiet_torch_trace_log", "share_cores_with_other_workers"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -64,7 +65,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: part of the verification matrix; runs only with --trtcheck")
     if config.getoption("trtcheck"):
-        harness(config)  # fail fast on a bad option
+        session_of(config)  # fail fast on a bad option: the session resolves the options
         share_cores_with_other_workers()
         quiet_torch_trace_log()
 
@@ -78,7 +79,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from trtcheck.testing.scheduling import ModelScheduling  # deferred: xdist is optional
 
-    return ModelScheduling(config, log, harness(config).models)
+    return ModelScheduling(config, log, session_of(config).options.models)
 
 
 def quiet_torch_trace_log() -> bool:
@@ -119,13 +120,13 @@ def share_cores_with_other_workers() -> int | None:
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
     """With ``--trtcheck``: the backend, versions, device, presets and precisions (``summary.header_lines``)."""
-    return header_lines(harness(config)) if config.getoption("trtcheck") else None
+    return header_lines(session_of(config).options) if config.getoption("trtcheck") else None
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """What each passing ``trtcheck_verify`` call compared, then the run's five-second summary
     (``summary.terminal_summary``)."""
-    terminal_summary(terminalreporter, config, harness(config) if config.getoption("trtcheck") else None)
+    terminal_summary(terminalreporter, config, session_of(config).options if config.getoption("trtcheck") else None)
 
 
 def _zoo_entries(names: tuple[str, ...]) -> list[Any]:
@@ -139,7 +140,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     wants_preset = "trtcheck_preset" in metafunc.fixturenames
     if not (wants_model or wants_preset):
         return
-    options = harness(metafunc.config)
+    options = session_of(metafunc.config).options
     if wants_model and wants_preset:
         pairs = [
             (entry, preset)

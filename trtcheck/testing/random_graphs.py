@@ -187,8 +187,9 @@ def _on_positive(target: Any) -> Callable[[_Builder, torch.fx.Node], torch.fx.No
 # ---- mutable state: reads and in-place writes of a buffer and of the inputs ----------------------------------
 # A buffer ``forward`` updates and an input it writes into are read before and after the write; the order of
 # those reads around the write is no data edge, and a segmentation that loses it computes with the value of
-# another step (issue 21, defect 1). The buffer is float32 ([1, 3, 3, 3], broadcast by its readers) and what
-# is written into it is widened to float32, never narrowed: a last-bit difference must not flip a rounding.
+# another step (the rule partitioning keeps for it: ``trtcheck.lowering.graph.state_order``). The buffer is
+# float32 ([1, 3, 3, 3], broadcast by its readers) and what is written into it is widened to float32, never
+# narrowed: a last-bit difference must not flip a rounding.
 def _state(b: _Builder) -> torch.fx.Node:
     """The graph's one mutable buffer, made at first use."""
     if b.state is None:
@@ -533,7 +534,7 @@ def aten_graphs(
     """Random core-ATen graphs with unsupported, tuple-returning and int-producing ops mixed in.
 
     ``dtypes``: the graph dtypes to draw from (``DTYPES`` for all; shrinks towards the first one).
-    ``seeds``: draws the seed of the inputs' and weights' values (default: always 0).
+    ``seeds``: draws the random seed of the inputs' and weights' values (default: always 0).
     """
     recipes = st.lists(steps(ops), min_size=min_nodes, max_size=max_nodes)
     unknown = [dtype for dtype in dtypes if dtype not in DTYPES]

@@ -11,7 +11,8 @@ model's name (``test_zoo_model[resnet18-torch_relu]``).
 The order units are handed out in decides how evenly the workers finish (``work_order``): a worker takes its next
 unit when it is almost done with its last, so the run ends when the last unit handed out ends. xdist hands out the
 largest units first, which put the lone tests last; in the matrix those are the random-graph fuzzers (27 s, half a
-minute one worker ran alone at the end: issue 25). Lone tests go first now, then the models' units from the largest.
+minute one worker ran alone at the end, while the others sat idle). Lone tests go first now, then the models' units
+from the largest.
 """
 
 from __future__ import annotations

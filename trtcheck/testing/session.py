@@ -53,8 +53,8 @@ FIGURES_PROPERTY = "trtcheck_figures"  # a passing verification's worst max abs 
 
 
 @dataclass(frozen=True)
-class HarnessConfig:
-    """The resolved ``--trtcheck-*`` options of one pytest session."""
+class TrtcheckOptions:
+    """The resolved ``--trtcheck-*`` options of one pytest session (``session_of(config).options``)."""
 
     enabled: bool
     backend: str
@@ -68,11 +68,15 @@ class HarnessConfig:
     precisions: tuple[str, ...] = ("fp32",)
 
 
+
+HarnessConfig = TrtcheckOptions
+"""The former name of ``TrtcheckOptions``, kept for suites that import it."""
+
 class TrtcheckSession:
-    """One pytest run's trtcheck state: ``options`` (its ``HarnessConfig``), and the reading and writing of what its
+    """One pytest run's trtcheck state: ``options`` (its ``TrtcheckOptions``), and the reading and writing of what its
     tests collect (module docstring)."""
 
-    def __init__(self, options: HarnessConfig) -> None:
+    def __init__(self, options: TrtcheckOptions) -> None:
         self.options = options
 
     @staticmethod
@@ -109,13 +113,8 @@ STASH = pytest.StashKey[TrtcheckSession]()
 def session_of(config: pytest.Config) -> TrtcheckSession:
     """The run's session, made on first use: sessions that never touch trtcheck never import torch."""
     if STASH not in config.stash:
-        config.stash[STASH] = TrtcheckSession(_harness_config(config))
+        config.stash[STASH] = TrtcheckSession(_resolved_options(config))
     return config.stash[STASH]
-
-
-def harness(config: pytest.Config) -> HarnessConfig:
-    """The session's resolved options (``session_of(config).options``)."""
-    return session_of(config).options
 
 
 def _option(config: pytest.Config, name: str) -> Any:
@@ -150,7 +149,7 @@ def _localize_budget(config: pytest.Config) -> float:
     return budget
 
 
-def _harness_config(config: pytest.Config) -> HarnessConfig:
+def _resolved_options(config: pytest.Config) -> TrtcheckOptions:
     try:
         presets = tuple(resolve_presets(_split(_option(config, "settings"))))
     except SettingsError as error:
@@ -170,7 +169,7 @@ def _harness_config(config: pytest.Config) -> HarnessConfig:
         except BackendError as error:
             raise pytest.UsageError(f"--trtcheck-backend: {error}") from None
     report = Path(_option(config, "report"))
-    return HarnessConfig(
+    return TrtcheckOptions(
         enabled=enabled,
         backend=backend,
         models=tuple(_zoo_names(_split(_option(config, "models")))),

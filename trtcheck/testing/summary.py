@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from trtcheck.testing.session import MARKER, HarnessConfig, TrtcheckSession
+from trtcheck.testing.session import MARKER, TrtcheckOptions, TrtcheckSession
 from trtcheck.text import plural
 
 
-def header_lines(options: HarnessConfig) -> list[str]:
+def header_lines(options: TrtcheckOptions) -> list[str]:
     """With ``--trtcheck``: which engine backend runs (and why, for ``auto``), the versions and the device, and
     the presets, saying which apply to zoo models only (a user's own model has no zoo submodule to force)."""
     from trtcheck.engines import describe_backend  # deferred: torch only in sessions that use trtcheck
@@ -35,7 +35,7 @@ def header_lines(options: HarnessConfig) -> list[str]:
     return lines
 
 
-def terminal_summary(terminalreporter: Any, config: pytest.Config, options: HarnessConfig | None) -> None:
+def terminal_summary(terminalreporter: Any, config: pytest.Config, options: TrtcheckOptions | None) -> None:
     """The end of the run (module docstring); ``options`` are the session's, None without ``--trtcheck`` (no header).
     Under ``-q`` one line says how to see the per-verification lines (quiet asks for less, and the matrix's section
     alone is 1,500 lines); the run's five-second summary comes last either way."""
@@ -56,7 +56,7 @@ def terminal_summary(terminalreporter: Any, config: pytest.Config, options: Harn
         terminalreporter.write_line(line, bold=True)
 
 
-def _quiet_summary(terminalreporter: Any, config: pytest.Config, options: HarnessConfig | None) -> None:
+def _quiet_summary(terminalreporter: Any, config: pytest.Config, options: TrtcheckOptions | None) -> None:
     """Under ``-q`` (or ``--no-header``) pytest shows no header, and without ``-rs`` no skip reasons: the trtcheck
     header lines and each reason trtcheck tests were skipped for (run with --trtcheck; a preset that does not
     apply) are then printed at the end instead, so a quiet run still says what ran and what did not."""

@@ -141,7 +141,7 @@ def _reduce(args: argparse.Namespace) -> int:
             model, inputs, settings, name, kwargs = case.model, case.example_inputs, case.settings, Path(args.model).resolve().name, None
             recorded = {"inputs": case.input_sets, "dynamic_shapes": case.dynamic_shapes, "rtol": case.rtol, "atol": case.atol}
             # the user's converters the failure used, as the folder's repro.py registers them: without them the
-            # reduction checks trtcheck's own converters and finds nothing (issue 43, item 7)
+            # reduction checks trtcheck's own converters and finds nothing, so a repro folder reduces as it fails
             for line in register_recorded_converters(Path(args.model) / "converters.json"):
                 print("converter:", line, flush=True)
         else:
@@ -313,7 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     part = commands.add_parser("partition", parents=[settings, common], help="partition a model and print its segments")
     part.add_argument("model", metavar="MODEL", help=MODEL_HELP)
-    part.add_argument("--graphs", action="store_true", help="print every segment's graph (the seed's format)")
+    part.add_argument("--graphs", action="store_true",
+                      help="print every segment's graph (the printout of Torch-TensorRT's partitioning design)")
     part.add_argument("--explain", action="store_true", help="print where each node runs and why, after the summary")
     part.add_argument("--html", metavar="FILE", help="write a self-contained HTML page drawing the partitioned graph")
     part.set_defaults(run=_partition)

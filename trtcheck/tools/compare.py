@@ -45,7 +45,7 @@ import trtcheck_zoo
 from trtcheck.lowering.export import lower
 from trtcheck.lowering.graph import copy_graph_module, flat_inputs
 from trtcheck.names import ModuleMatcher, checked_settings, resolve_modules, resolve_ops
-from trtcheck.partitioning.decisions import Support, initial_targets, judge_with
+from trtcheck.partitioning.decisions import Support, initial_targets, support_check_of
 from trtcheck.partitioning.driver import partition_graph
 from trtcheck.partitioning.nodes import is_compute
 from trtcheck.partitioning.optimal import lower_bound
@@ -118,7 +118,7 @@ def _initial_targets(
     gm: torch.fx.GraphModule, settings: Settings, support: Support, forced_modules: ModuleMatcher
 ) -> dict[torch.fx.Node, Target]:
     nodes = [node for node in gm.graph.nodes if is_compute(node)]
-    return initial_targets(nodes, judge_with(support), resolve_ops(settings.torch_executed_ops), forced_modules)[0]
+    return initial_targets(nodes, support_check_of(support), resolve_ops(settings.torch_executed_ops), forced_modules)[0]
 
 
 def _blank(**values: Any) -> Row:

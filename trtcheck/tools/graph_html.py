@@ -22,11 +22,11 @@ from typing import Any
 import torch
 import torch.fx
 
-from trtcheck.names import from_source, node_source
 from trtcheck.partitioning.explain import ExplainSummary, reason_heading
 from trtcheck.partitioning.nodes import in_branch
 from trtcheck.partitioning.partition import Partition
 from trtcheck.partitioning.reasons import Target
+from trtcheck.provenance import from_source, node_source
 from trtcheck.text import plural
 
 TENSORRT_COLOR = "#76b900"  # as in trtcheck.report.plots: NVIDIA green
@@ -272,7 +272,7 @@ def _summary_html(partition: Partition, summary: ExplainSummary, sources: dict[s
 
 
 def _sources_by_name(partition: Partition) -> dict[str, str]:
-    """``names.node_source`` of every node of ``partition`` and its branches that has one, by the name
+    """``provenance.node_source`` of every node of ``partition`` and its branches that has one, by the name
     ``ExplainSummary`` gives it (``true_graph_0/relu`` in a branch)."""
     found = {}
     for path, part in partition.walk():

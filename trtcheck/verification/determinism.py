@@ -101,7 +101,7 @@ def check_eager_is_deterministic(model, example_inputs, kwargs, state, partition
 
 def check_compiled_is_deterministic(stitched: Any, model: torch.nn.Module, example_inputs: Sequence[Any], kwargs: dict) -> None:
     """A model whose random ops eager seeds inside ``forward`` (``torch.manual_seed`` before ``randn``) is
-    deterministic in eager, but torch.export drops the seeding: the compiled module draws new numbers on every
+    deterministic in eager, but torch.export drops its manual_seed call: the compiled module draws new numbers on every
     call. Two calls that disagree raise ``NondeterministicModelError`` naming the random ops, instead of an
     unexplained "outputs differ"."""
     random_ops = sorted({str(node.target) for node in stitched.conversion.graph_module.graph.nodes if _is_random(node)})

@@ -242,10 +242,10 @@ def _branches(partition: Partition, support: Support, forced_modules: ModuleMatc
     """Every branch partitioned, every sub-partition a branch; then every rule inside each, naming the branch."""
     owners = partition.branch_owners()
     found = [
-        Violation("subpartition", f"branch {name} has no sub-partition (Partition.subpartitions)", node=owners[name].name)
-        for name in sorted(owners.keys() - partition.subpartitions.keys())
+        Violation("subpartition", f"branch {name} has no sub-partition (Partition.branches)", node=owners[name].name)
+        for name in sorted(owners.keys() - partition.branches.keys())
     ]
-    for name, sub in partition.subpartitions.items():
+    for name, sub in partition.branches.items():
         if name not in owners:
             found.append(Violation("subpartition", "no control-flow node of the graph calls this branch", branch=name))
             continue

@@ -28,16 +28,19 @@ import enum
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
 from torch.utils import _pytree as pytree
 
-from trtcheck.engines.precision import judged_precision, unit_roundoff
+from trtcheck.engines.precision import unit_roundoff
 from trtcheck.verification.equivalence import Comparison, OutputComparison, compare_outputs, default_tolerances, render_path
 from trtcheck.verification.inputs import detached
 from trtcheck.verification.reference import float64_outputs, float64_outputs_and_depth, reduced_precision_outputs
+
+if TYPE_CHECKING:
+    from trtcheck.settings import Settings
 
 REFERENCE_MULTIPLE = 3.0
 """How much further from float64 than eager a float32 output may be (``torch._dynamo``'s accuracy check uses 2 to 3).
@@ -56,7 +59,7 @@ ROUNDING_BOUND_CAP = 0.5
 """The most any depth excuses, relative to the output's scale: an output off by half its scale is not rounded."""
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-"""What a judge can judge at (``engines.precision.judged_precision``'s names)."""
+"""What a judge can judge at (``judged_precision``'s names)."""
 
 
 def rounding_bound(precision: str, depth: int | None) -> float:
@@ -87,6 +90,19 @@ class Verdict(enum.Enum):
         """The precision, not the converter, explains it: eager is as far, or the format's range is left."""
         return self in (Verdict.AS_EAGER, Verdict.BEYOND_DEPTH, Verdict.NONFINITE)
 
+
+
+def judged_precision(settings: Settings | None) -> str:
+    """The precision ``verify`` must judge a module compiled with ``settings`` by: ``"fp16"``/``"bf16"`` for a reduced
+    ``Settings.precision`` (its float32 nodes are the minority the judge's yardstick, eager in that dtype, does not
+    model either), else ``"tf32"`` when ``Settings.tf32`` (every float32 matmul and convolution rounds its inputs),
+    else ``"fp32"`` (also for None: the defaults)."""
+    if settings is None:
+        return "fp32"
+    precision = settings.precision or "fp32"
+    if precision != "fp32":
+        return precision
+    return "tf32" if settings.tf32 else "fp32"
 
 @dataclass(frozen=True)
 class Distance:
@@ -130,7 +146,7 @@ class Judge:
             raise ValueError(f"a judge judges at one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
     @classmethod
-    def of(cls, settings: Any = None, rtol: float | None = None, atol: float | None = None, reference: bool = True) -> Judge:
+    def of(cls, settings: Settings | None = None, rtol: float | None = None, atol: float | None = None, reference: bool = True) -> Judge:
         """The judge of a module compiled with ``settings`` (``judged_precision``: "tf32" for ``Settings.tf32``)."""
         return cls(judged_precision(settings), rtol, atol, reference)
 

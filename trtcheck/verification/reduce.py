@@ -39,8 +39,9 @@ from trtcheck.verification.inputs import InputSet, cloned, compared_input_sets
 from trtcheck.verification.judge import Judge
 from trtcheck.verification.localize import localize
 from trtcheck.verification.probes import Budget, check_nodes, engine_of, float64_of, normalised, subgraph_module
+from trtcheck.verification.recorded_converters import register_recorded_converters
 from trtcheck.verification.recording import Values, record_eager
-from trtcheck.verification.repro import ReproCase, load_repro, register_recorded_converters, write_subgraph_repro
+from trtcheck.verification.repro import ReproCase, load_repro, write_subgraph_repro
 from trtcheck.verification.state import compiled_state, snapshot_state
 
 __all__ = [  # ReproCase, load_repro and register_recorded_converters are repro's: `trtcheck reduce DIR` takes them from here
@@ -271,7 +272,7 @@ def branches_with_engines(partition: Any, taken: Mapping[str, bool] | None = Non
     found = []
     for node in partition.graph_module.graph.nodes:
         for name in branch_names(node):
-            sub = partition.subpartitions.get(name)
+            sub = partition.branches.get(name)
             if sub is None or (taken is not None and taken.get(name) is False):
                 continue
             where = in_branch(path, name)

@@ -12,8 +12,9 @@ a float32 model with a ``.half()`` submodule gets a reference rather than "mat1 
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -21,7 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from trtcheck.dtypes import PRECISION_DTYPES
-from trtcheck.engines.precision import Tf32RoundingMode, tf32_rounding, unfused_attention
+from trtcheck.engines.precision import round_tf32
 from trtcheck.verification.inputs import cloned
 from trtcheck.verification.state import restore_state
 
@@ -75,7 +76,7 @@ def reduced_precision_outputs(
 ) -> tuple[Any, str]:
     """``model``'s outputs computed by eager in ``precision``, and ``""``; or None and why it could not run. "fp16" or
     "bf16": the model's floating parameters and buffers and its floating inputs cast to that dtype (float64 values
-    too). "tf32" (``Settings.tf32``): the model in float32 under ``trtcheck.engines.precision.tf32_rounding``, every
+    too). "tf32" (``Settings.tf32``): the model in float32 under ``tf32_rounding``, every
     float32 matmul and convolution factor rounded to TF32 as the engine rounds them. What eager itself errs by at that
     precision: the yardstick of a compiled module built with it (``equivalence.judge_reduced_precision``). ``model``
     is copied and never changed."""
@@ -178,6 +179,60 @@ def _cond_under(mode: TorchDispatchMode, pred: Any, true_fn: Any, false_fn: Any,
     widened where they lack a kernel as the top level's are (a dispatch mode has no rule for cond of its own)."""
     with mode:
         return (true_fn if pred else false_fn)(*operands)
+
+
+class Tf32RoundingMode(TorchDispatchMode):
+    """Eager's matmuls and convolutions with their float32 factors rounded to TF32 (``round_tf32``), accumulated in
+    float32: the yardstick of ``Settings.tf32`` (the judge compares the compiled module's error against float64 with
+    this eager's, as it does eager in fp16 for ``precision="fp16"``)."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        factors = _TF32_FACTORS.get(func)
+        if factors is not None:
+            args = tuple(round_tf32(a) if i in factors and isinstance(a, torch.Tensor) else a for i, a in enumerate(args))
+        return func(*args, **kwargs)
+
+
+_aten = torch.ops.aten
+_TF32_FACTORS: dict[Any, frozenset[int]] = {
+    _aten.mm.default: frozenset({0, 1}), _aten.bmm.default: frozenset({0, 1}), _aten.addmm.default: frozenset({1, 2}),
+    _aten.baddbmm.default: frozenset({1, 2}), _aten.convolution.default: frozenset({0, 1}),
+    _aten.dot.default: frozenset({0, 1}), _aten.mv.default: frozenset({0, 1}), _aten.addmv.default: frozenset({1, 2}),
+}
+"""The ATen ops eager's float32 matmuls and convolutions reach on the CPU (``linear`` and ``matmul`` dispatch to these)
+-> the arguments that are their factors (not ``addmm``'s bias). Fused kernels would hide their products from this
+mode, so ``tf32_rounding`` turns them off: attention runs PyTorch's math path (its ``bmm``s rounded)."""
+
+
+@contextlib.contextmanager
+def tf32_rounding() -> Iterator[None]:
+    """Eager inside computes like a TF32 engine: every float32 factor of an ``mm``, ``bmm``, ``addmm``, ``baddbmm``,
+    ``dot``, ``mv``, ``addmv`` and ``convolution`` rounded to TF32 (``round_tf32``), the sums in float32. The judge's
+    yardstick for ``Settings.tf32`` (``judged_precision`` "tf32"): eager's own error against float64 under the same
+    rounding the engine applies. Fused kernels whose products this cannot see are turned off inside: the
+    ``nn.MultiheadAttention``/``TransformerEncoderLayer`` fast path (``torch.backends.mha``) and the fused
+    scaled-dot-product attention kernels (only ``SDPBackend.MATH``, whose ``bmm``s are rounded); with them on the
+    yardstick is plain float32 (docs/performance.md, section "Reduced precision")."""
+    with unfused_attention(), Tf32RoundingMode():
+        yield
+
+
+@contextlib.contextmanager
+def unfused_attention() -> Iterator[None]:
+    """Eager inside runs attention as the ops it is made of: the ``nn.MultiheadAttention``/``TransformerEncoderLayer``
+    fast path (``torch.backends.mha``) off, and scaled-dot-product attention on its math path (``SDPBackend.MATH``).
+    For the references that watch eager's ops through a dispatch mode: a fused kernel is one op to the mode, though it
+    computes (and an engine rounds) dozens."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with sdpa_kernel([SDPBackend.MATH]):
+            yield
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
 
 
 _MODES_WITH_BRANCHES = (_WidenWhereMissing, _RoundWhereTheModelCasts, Tf32RoundingMode)

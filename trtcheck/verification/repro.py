@@ -5,7 +5,7 @@ failing ``verify``'s folder, which ``trtcheck reduce`` reads back) and ``write_s
 ``load_subgraph_repro`` (one culprit ``reduce`` found). ``write_repro`` writes ``<directory>/<name>/``:
 
 - ``graph.py``: the graph's readable code (``print_readable``), for reading only;
-- ``model.pt``: the ``GraphModule``; ``torch.load(path, weights_only=False)`` gives it back;
+- ``model.pt``: the ``GraphModule``; ``load_graph_module(path)`` gives it back;
 - ``inputs.pt``: the inputs (``torch.save`` of a tuple);
 - ``settings.json``: the ``Settings`` (ops as their names, e.g. ``"aten.add.Tensor"``);
 - ``failure.txt``: what failed;
@@ -24,29 +24,16 @@ A reduced culprit's folder (``write_subgraph_repro``) holds ``subgraph.pt`` (its
 as ``model.pt`` is), ``inputs.pt`` (the real values at the cut), ``settings.json`` (backend, tolerances, the nodes
 and ops, the failure), ``graph.py`` and ``repro.py``, which prints FAIL or PASS (``reduce.check_subgraph``).
 
-How ``model.pt`` stores the graph, and why not plain ``torch.save(graph_module)``: the ``GraphModule`` of
-``torch.export(...).module()`` does not pickle at all (it holds a local lambda), and an ordinary
-``GraphModule`` pickles as its *Python code*, which is re-traced on load: the node metadata is lost
-(``nn_module_stack``, which ``torch_executed_modules`` matches, and ``meta["val"]``, the shapes and dtypes
-partitioning reads), and the pytree input flattening is re-traced into the graph (an input ``d["z"]``
-becomes a ``getitem`` node). A repro that partitions differently reproduces nothing. So ``model.pt`` holds
-the graph itself: each node's op, name, target (an ATen op by its name: ``OpOverload``s do not pickle),
-args and kwargs; its ``nn_module_stack`` and ``stack_trace``; its ``meta["val"]`` as shape, stride, dtype
-and device, rebuilt as fake tensors on load; the graph's code generator (which keeps the pytree in/out
-specs, so the loaded module takes and returns the same structures); and the parameters, buffers,
-constants and submodules its nodes use. The pickle's reducer is ``_rebuild_graph_module`` in this module,
-so loading needs trtcheck importable, which running the repro needs anyway. A symbolic (dynamic) shape
-is not stored: that node's ``meta["val"]`` is left out, and lowering recomputes it from the inputs.
-An ``ExportedProgram`` is accepted too, and stored as its ``.module()`` (the form trtcheck partitions).
+``model.pt`` and ``subgraph.pt`` are ``trtcheck.lowering.graph_file``'s format (the graph with its node metadata,
+which a plain ``torch.save`` of a ``GraphModule`` loses); an ``ExportedProgram`` is stored as its ``.module()`` (the
+form trtcheck partitions). ``converters.json`` is ``recorded_converters``'s record, and the two ``repro.py`` scripts
+are ``repro_scripts``'s templates: this module writes and reads the folders, each of those is a room of its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import importlib
-import importlib.util
-import inspect
 import json
 import operator
 import os
@@ -62,15 +49,16 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.export.dynamic_shapes import Dim, _DerivedDim, _DimHint, _StaticDim
 
 from trtcheck.atomic import atomic_write
-from trtcheck.conversion.registry import builtin as builtin_converter
-from trtcheck.conversion.registry import builtin_owner, register
-from trtcheck.conversion.registry import get as registered_converter
 from trtcheck.errors import ReproWriteWarning, TrtcheckError
 from trtcheck.lowering.export import drop_guards
+from trtcheck.lowering.graph_file import load_graph_module, save_graph_module
 from trtcheck.names import resolve_modules
 from trtcheck.settings import Settings
 
-FORMAT = 1
+# register_recorded_converters: a repro.py written by an older trtcheck imports it from here, with load_repro
+from trtcheck.verification.recorded_converters import register_recorded_converters as register_recorded_converters
+from trtcheck.verification.recorded_converters import user_converters
+from trtcheck.verification.repro_scripts import SCRIPT, SUBGRAPH_SCRIPT
 
 
 def _standalone(settings: Settings, graph_module: torch.fx.GraphModule) -> Settings:
@@ -132,7 +120,7 @@ def write_repro(
             atomic_write(folder / "localization.txt", localization if localization.endswith("\n") else localization + "\n")
         else:
             (folder / "localization.txt").unlink(missing_ok=True)
-        atomic_write(folder / "repro.py", _SCRIPT.format(backend=backend, failure=_first_line(failure)))
+        atomic_write(folder / "repro.py", SCRIPT.format(backend=backend, failure=_first_line(failure)))
     except OSError as error:
         reason = error.strerror or str(error)
         warnings.warn(
@@ -171,7 +159,7 @@ def load_repro(folder: str | os.PathLike) -> ReproCase:
     missing = [name for name in ("model.pt", "inputs.pt", "settings.json") if not (folder / name).is_file()]
     if missing:
         raise TrtcheckError(f"{folder} is not a trtcheck repro folder: it has no {', '.join(missing)}")
-    model = torch.load(folder / "model.pt", weights_only=False)
+    model = load_graph_module(folder / "model.pt")
     inputs = tuple(torch.load(folder / "inputs.pt", weights_only=False))
     sets = torch.load(folder / "input_sets.pt", weights_only=False) if (folder / "input_sets.pt").is_file() else None
     stored = json.loads((folder / "verify.json").read_text()) if (folder / "verify.json").is_file() else {}
@@ -196,16 +184,16 @@ def write_subgraph_repro(
     atomic_write(folder / "inputs.pt", lambda file: torch.save(tuple(inputs), file))
     atomic_write(folder / "settings.json", json.dumps(dict(config), indent=2) + "\n")
     # the converters the culprit's ops had when it failed (a user's register, an override): without them the
-    # fresh process that runs repro.py converts with trtcheck's own and passes (issue 43, item 8)
+    # fresh process that runs repro.py converts with trtcheck's own and passes
     atomic_write(folder / "converters.json", json.dumps(user_converters(module), indent=2) + "\n")
-    atomic_write(folder / "repro.py", _SUBGRAPH_SCRIPT.format(name=safe_name(folder.name), count=len(config.get("nodes", ()))))
+    atomic_write(folder / "repro.py", SUBGRAPH_SCRIPT.format(name=safe_name(folder.name), count=len(config.get("nodes", ()))))
     return folder
 
 
 def load_subgraph_repro(folder: str | os.PathLike) -> tuple[torch.fx.GraphModule, tuple, dict[str, Any]]:
     """The module, the values at its inputs and the config a ``write_subgraph_repro`` folder holds."""
     folder = pathlib.Path(folder)
-    module = torch.load(folder / "subgraph.pt", weights_only=False)  # a torch.fx.GraphModule
+    module = load_graph_module(folder / "subgraph.pt")
     inputs = tuple(torch.load(folder / "inputs.pt", weights_only=False))
     _restore_values(module, inputs)
     return module, inputs, json.loads((folder / "settings.json").read_text())
@@ -224,8 +212,8 @@ def _symbolic_sizes(module: torch.fx.GraphModule) -> dict[str, list[str]]:
 
 def _restore_values(module: torch.fx.GraphModule, inputs: Sequence[Any]) -> None:
     """Give every node of a loaded subgraph its ``meta["val"]`` again, at the sizes of ``inputs`` (its recorded
-    values). A symbolic shape is not stored (module docstring), and a lowered graph recomputes it, but a reduced
-    culprit is converted as it is: without it the engine has no shape or dtype for that value (issue 43, item 9)."""
+    values). A symbolic shape is not stored (``graph_file``), and a lowered graph recomputes it, but a reduced
+    culprit is converted as it is: without it the engine has no shape or dtype for that value."""
     if all("val" in node.meta for node in module.graph.nodes if node.op not in ("output", "get_attr")):
         return
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
@@ -235,113 +223,6 @@ def _restore_values(module: torch.fx.GraphModule, inputs: Sequence[Any]) -> None
         fakes = [mode.from_tensor(value) if isinstance(value, torch.Tensor) else value for value in inputs]
     FakeTensorProp(module, mode).propagate_dont_convert_inputs(*fakes)
 
-
-def user_converters(graph_module: torch.fx.GraphModule) -> list[dict[str, Any]]:
-    """The registered converters of the graph's ops (branch graphs included) that are not trtcheck's own, as
-    ``{"target", "converter", "validator"}`` records (each callable by module, qualified name and source file)."""
-    records: dict[str, dict[str, Any]] = {}
-    for module in graph_module.modules():
-        if not isinstance(module, torch.fx.GraphModule):
-            continue
-        for node in module.graph.nodes:
-            converter = registered_converter(node.target) if node.op == "call_function" else None
-            if converter is not None and not converter.builtin and str(node.target) not in records:
-                records[str(node.target)] = {
-                    "target": str(node.target),
-                    "converter": _callable_record(converter.fn, "fn"),
-                    "validator": _callable_record(converter.validator, "validator") if converter.validator is not None else None,
-                }
-    return list(records.values())
-
-
-def _callable_record(fn: Any, part: str) -> dict[str, Any]:
-    """``fn`` by module, qualified name and file; and, when it is the ``part`` ("fn" or "validator") of one of
-    trtcheck's own converters (an override keeping the built-in validator, the README's pattern), ``builtin_of``:
-    that op's name, so the loading process re-attaches its own built-in one (a closure, not importable by name)."""
-    try:
-        file = inspect.getsourcefile(fn)
-    except TypeError:  # a builtin or C function
-        file = None
-    record = {"module": getattr(fn, "__module__", None), "qualname": getattr(fn, "__qualname__", repr(fn)), "file": file}
-    owner = builtin_owner(fn, part)
-    if owner is not None:
-        record["builtin_of"] = str(owner)
-    return record
-
-
-def register_recorded_converters(path: str | os.PathLike) -> list[str]:
-    """Register again the converters ``converters.json`` recorded (``repro.py`` calls it before verifying).
-
-    Each callable is imported by its module name, else loaded from its recorded file (a test module is
-    importable only under pytest's path). Returns one line per record: what was registered, or why it could
-    not be (a function defined inside another function, a file that is gone), so a repro that passes without
-    it says why.
-    """
-    path = pathlib.Path(path)
-    if not path.is_file():
-        return []
-    lines = []
-    for record in json.loads(path.read_text()):
-        target = _resolve_op_name(record["target"])
-        converter, why = _load_callable(record["converter"], "fn")
-        validator, why_validator = _load_callable(record["validator"], "validator") if record["validator"] else (None, "")
-        name = _callable_name(record["converter"])
-        if converter is None or (record["validator"] and validator is None):
-            lines.append(
-                f"NOT registered: the failure used {name} for {record['target']}, which cannot be imported here "
-                f"({why or why_validator}); register it before running this script, or the failure may not reproduce"
-            )
-            continue
-        register(target, validator=validator, override=True)(converter)
-        lines.append(f"registered {name} for {record['target']} (not one of trtcheck's own converters)")
-    return lines
-
-
-def _callable_name(record: dict[str, Any]) -> str:
-    if record.get("builtin_of"):
-        return f"trtcheck's own converter of {record['builtin_of']}"
-    return f"{record['module']}.{record['qualname']}"
-
-
-def _load_callable(record: dict[str, Any], part: str) -> tuple[Any, str]:
-    if record.get("builtin_of"):  # a piece of a built-in converter: this process's own one of that op
-        try:
-            owner = builtin_converter(_resolve_op_name(record["builtin_of"]))
-        except Exception as error:  # noqa: BLE001 - an op this torch lacks: say so, as for a file that is gone
-            return None, f"the op {record['builtin_of']} is not known here: {type(error).__name__}: {error}"
-        if owner is None:
-            return None, f"this trtcheck has no built-in converter of {record['builtin_of']}"
-        return getattr(owner, part), ""
-    module_name, qualname, file = record["module"], record["qualname"], record["file"]
-    if "<locals>" in qualname:
-        return None, f"{qualname} is defined inside a function; define it at module level"
-    try:
-        return _resolve_global(module_name, qualname), ""
-    except (ImportError, AttributeError):
-        pass
-    if not file or not pathlib.Path(file).is_file():
-        return None, f"module {module_name} is not importable and its file {file} is gone"
-    spec = importlib.util.spec_from_file_location(f"trtcheck_repro_{safe_name(module_name)}", file)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as error:  # noqa: BLE001 - the user's module may fail outside its test session; say how
-        return None, f"importing {file} failed: {type(error).__name__}: {error}"
-    value: Any = module
-    try:
-        for part in qualname.split("."):
-            value = getattr(value, part)
-    except AttributeError:
-        return None, f"{file} has no {qualname}"
-    return value, ""
-
-
-def save_graph_module(graph_module: torch.fx.GraphModule, path: pathlib.Path) -> None:
-    """``torch.save`` ``graph_module`` to ``path`` (atomically) as its nodes, code generator and state, not as its
-    class: a GraphModule pickles by its generated code's module, which the loading process does not have, so the
-    file loads with trtcheck alone, without the model's code."""
-    saved = _SavedGraphModule(graph_module)
-    atomic_write(path, lambda file: torch.save(saved, file))
 
 
 def safe_name(name: str) -> str:
@@ -451,289 +332,3 @@ def dynamic_shapes_from_json(stored: Any) -> Any:
 def _first_line(text: str) -> str:
     line = next((line for line in text.strip().splitlines() if line.strip()), "")
     return line.replace('"""', "'''")[:200].replace("\\", "\\\\")
-
-
-class _NodeRef:
-    """An argument that is another node's value, by that node's name."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
-class _OpRef:
-    """An ``OpOverload``/``OpOverloadPacket`` or a higher-order op (``torch.cond``: unpicklable) by its qualified name."""
-
-    def __init__(self, op: torch._ops.OpOverload | torch._ops.OpOverloadPacket | torch._ops.HigherOrderOperator) -> None:
-        self.name = f"{op.namespace}.{op.name()}" if isinstance(op, torch._ops.HigherOrderOperator) else str(op)
-
-
-class _GlobalRef:
-    """A module-level callable (``operator.getitem``, a builtin) by module and qualified name."""
-
-    def __init__(self, fn: Any) -> None:
-        self.module, self.qualname = fn.__module__ or "builtins", fn.__qualname__
-        if _resolve_global(self.module, self.qualname) is not fn:
-            raise ValueError(f"cannot store {fn!r} in a repro: it is not reachable as {self.module}.{self.qualname}")
-
-
-class _MemoryFormatRef:
-    """A ``torch.memory_format`` by name: ``torch.save`` cannot pickle them (core ATen's ``clone`` takes one)."""
-
-    def __init__(self, memory_format: torch.memory_format) -> None:
-        self.name = str(memory_format).removeprefix("torch.")
-
-
-class _ValueRef:
-    """A node's ``meta["val"]`` tensor: what a fake tensor needs, without the tensor."""
-
-    def __init__(self, tensor: torch.Tensor) -> None:
-        self.shape, self.stride = tuple(int(s) for s in tensor.shape), tuple(int(s) for s in tensor.stride())
-        self.dtype, self.device = tensor.dtype, str(tensor.device)
-
-
-def _resolve_global(module: str, qualname: str) -> Any:
-    value: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        value = getattr(value, part)
-    return value
-
-
-def _encode(value: Any) -> Any:
-    """Node references, ops and callables in args/kwargs to picklable references."""
-
-    def one(item: Any) -> Any:
-        if isinstance(item, torch.fx.Node):
-            return _NodeRef(item.name)
-        if isinstance(item, (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator)):
-            return _OpRef(item)
-        if isinstance(item, torch.memory_format):
-            return _MemoryFormatRef(item)
-        if callable(item) and not isinstance(item, (type, torch.nn.Module)) and hasattr(item, "__qualname__"):
-            return _GlobalRef(item)
-        return item
-
-    return torch.fx.node.map_aggregate(value, one)
-
-
-def _decode(value: Any, nodes: dict[str, torch.fx.Node]) -> Any:
-    def one(item: Any) -> Any:
-        if isinstance(item, _NodeRef):
-            return nodes[item.name]
-        if isinstance(item, _OpRef):
-            return _resolve_op_name(item.name)
-        if isinstance(item, _GlobalRef):
-            return _resolve_global(item.module, item.qualname)
-        if isinstance(item, _MemoryFormatRef):
-            return getattr(torch, item.name)
-        return item
-
-    return torch.fx.node.map_aggregate(value, one)
-
-
-def _resolve_op_name(name: str) -> Any:
-    """``"aten.add.Tensor"`` (``str`` of an overload) or ``"aten.add"`` (of a packet) back to the op."""
-    value: Any = torch.ops
-    for part in name.split("."):
-        value = getattr(value, part)
-    return value
-
-
-def _encode_val(value: Any) -> Any:
-    """``meta["val"]`` with tensors as ``_ValueRef``; raises ``TypeError`` for symbolic shapes."""
-    def one(item: Any) -> Any:
-        if isinstance(item, torch.Tensor):
-            if any(not isinstance(s, int) for s in (*item.shape, *item.stride())):
-                raise TypeError("symbolic shape")
-            return _ValueRef(item)
-        if isinstance(item, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            raise TypeError("symbolic value")
-        return item
-
-    return torch.fx.node.map_aggregate(value, one)
-
-
-def _decode_val(value: Any, mode: FakeTensorMode) -> Any:
-    def one(item: Any) -> Any:
-        if isinstance(item, _ValueRef):
-            with mode:
-                return torch.empty_strided(item.shape, item.stride, dtype=item.dtype, device=item.device)
-        return item
-
-    return torch.fx.node.map_aggregate(value, one)
-
-
-def _node_meta(node: torch.fx.Node) -> dict[str, Any]:
-    meta: dict[str, Any] = {}
-    stack = node.meta.get("nn_module_stack")
-    if stack:  # classes as qualified names: settings.module_stack reads either
-        meta["nn_module_stack"] = {
-            key: (path, cls if isinstance(cls, str) else f"{cls.__module__}.{cls.__qualname__}")
-            for key, (path, cls) in stack.items()
-        }
-    if isinstance(node.meta.get("stack_trace"), str):
-        meta["stack_trace"] = node.meta["stack_trace"]
-    if "val" in node.meta:
-        try:
-            meta["val"] = _encode_val(node.meta["val"])
-        except TypeError:
-            pass  # recomputed from the inputs by lowering
-    return meta
-
-
-class _SavedGraphModule:
-    """Pickles as ``_rebuild_graph_module(payload)``: the graph's nodes, code generator and state."""
-
-    def __init__(self, gm: torch.fx.GraphModule) -> None:
-        nodes, state = [], {}
-        for node in gm.graph.nodes:
-            target = node.target
-            if node.op == "call_function":
-                target = _encode(target)
-            elif node.op in ("get_attr", "call_module"):
-                value = _owned_attribute(gm, target)  # a cond's branch is a GraphModule: saved the same way
-                state[target] = _SavedGraphModule(value) if isinstance(value, torch.fx.GraphModule) else value
-            nodes.append((node.op, node.name, target, _encode(node.args), _encode(node.kwargs), _node_meta(node)))
-        self.payload = {"format": FORMAT, "nodes": nodes, "state": state, "codegen": gm.graph._codegen}
-
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        return _rebuild_graph_module, (self.payload,)
-
-
-def _owned_attribute(gm: torch.fx.GraphModule, target: str) -> Any:
-    value: Any = gm
-    for part in target.split("."):
-        value = getattr(value, part)
-    return value
-
-
-def _rebuild_graph_module(payload: dict[str, Any]) -> torch.fx.GraphModule:
-    """Rebuild the ``GraphModule`` a ``_SavedGraphModule`` described (the unpickler calls this)."""
-    if payload.get("format") != FORMAT:
-        raise ValueError(f"model.pt has repro format {payload.get('format')!r}; this trtcheck reads {FORMAT}")
-    graph = torch.fx.Graph()
-    nodes: dict[str, torch.fx.Node] = {}
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
-    for op, name, target, args, kwargs, meta in payload["nodes"]:
-        if op == "call_function":
-            target = _decode(target, nodes)
-        if op == "output":
-            node = graph.output(_decode(args, nodes)[0])
-        else:
-            node = graph.create_node(op, target, _decode(args, nodes), _decode(kwargs, nodes), name=name)
-        meta = dict(meta)
-        if "val" in meta:
-            meta["val"] = _decode_val(meta["val"], mode)
-        node.meta.update(meta)
-        nodes[node.name] = node
-    graph._codegen = payload["codegen"]
-    return torch.fx.GraphModule(payload["state"], graph)
-
-
-_SCRIPT = '''\
-#!/usr/bin/env python
-"""Reproduce a failing trtcheck check: {failure}
-
-Run from anywhere: ``python repro.py`` reruns the check (raising ``trtcheck.VerificationError`` while the
-bug is there); ``python repro.py --dry-run`` only loads the model, inputs and settings and describes them.
-The full failure is in failure.txt; graph.py shows the graph's code. Written by trtcheck.verification.repro.
-"""
-
-import argparse
-import pathlib
-
-import torch
-
-import trtcheck
-from trtcheck.verification.repro import load_repro, register_recorded_converters
-
-HERE = pathlib.Path(__file__).resolve().parent
-BACKEND = {backend!r}
-
-
-def describe(value):
-    if isinstance(value, torch.Tensor):
-        return f"Tensor(shape={{tuple(value.shape)}}, dtype={{value.dtype}}, device={{value.device}})"
-    if isinstance(value, (list, tuple)):
-        return type(value).__name__ + "(" + ", ".join(describe(v) for v in value) + ")"
-    if isinstance(value, dict):
-        return "{{" + ", ".join(f"{{k!r}}: {{describe(v)}}" for k, v in value.items()) + "}}"
-    return repr(value)
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dry-run", action="store_true", help="load and describe everything, verify nothing")
-    args = parser.parse_args(argv)
-
-    case = load_repro(HERE)  # every file of this folder, read by the module that wrote it
-    model, inputs, settings = case.model, case.example_inputs, case.settings  # a torch.fx.GraphModule, its inputs
-    options, not_recorded, given = case.options, case.not_recorded, case.input_sets  # dynamic_shapes, rtol...
-    print("recorded failure:", case.failure.strip().splitlines()[0])
-    converters = register_recorded_converters(HERE / "converters.json")  # the user's own, as when it failed
-    for line in converters:
-        print("converter:", line)
-    for line in not_recorded:
-        print("NOT recorded, so not passed to verify:", line)
-    if args.dry_run:
-        nodes = list(model.graph.nodes)
-        ops = sum(node.op == "call_function" for node in nodes)
-        print(f"model: {{type(model).__name__}} with {{len(nodes)}} nodes ({{ops}} calls)")
-        for index, value in enumerate(inputs):
-            print(f"input {{index}}: {{describe(value)}}")
-        print(f"settings: {{settings!r}}")
-        print(f"verify options: {{options!r}}")
-        print(f"input sets besides the example: {{len(given) if given is not None else 'drawn by verify'}}")
-        print(f"backend: {{BACKEND}}")
-        print("dry run: trtcheck.verify not called")
-        return 0
-    report = trtcheck.verify(model, inputs, settings=settings, backend=BACKEND, inputs=given, **options)
-    print(report)
-    missing = [line for line in converters if line.startswith("NOT registered")]
-    print("verify passed: the failure did not reproduce" + (f" ({{len(missing)}} of its converters could not be registered: see above)"
-                                                             if missing else ""))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
-'''
-
-
-_SUBGRAPH_SCRIPT = '''\
-#!/usr/bin/env python
-"""{name}: {count} node(s) of a lowered graph whose engine differs from PyTorch, reduced by trtcheck.
-
-``python repro.py`` converts subgraph.pt to ONNX, builds its engine on the recorded backend, runs it on the real
-values recorded at its inputs (inputs.pt) and compares every output with PyTorch's (the tolerances and backend
-are in settings.json); prints the comparison, then FAIL (exit 1) or PASS (exit 0). Needs trtcheck, not the
-model's code. Written by trtcheck.verification.repro.
-"""
-
-import pathlib
-
-from trtcheck.conversion import Snapshot
-from trtcheck.verification.reduce import check_subgraph
-from trtcheck.verification.repro import load_subgraph_repro, register_recorded_converters
-
-HERE = pathlib.Path(__file__).resolve().parent
-
-
-def main():
-    module, inputs, config = load_subgraph_repro(HERE)  # the nodes as a torch.fx.GraphModule, the values at its inputs
-    print("nodes:", ", ".join(f"{{n}} = {{o}}" for n, o in zip(config["nodes"], config["ops"])))
-    with Snapshot():  # the user's converters (converters.json), registered for this check only
-        converters = register_recorded_converters(HERE / "converters.json")  # as when it failed
-        for line in converters:
-            print("converter:", line)
-        comparison = check_subgraph(module, inputs, config["backend"], config["rtol"], config["atol"])
-    print(comparison)
-    missing = [line for line in converters if line.startswith("NOT registered")]
-    if comparison.passed and missing:
-        print(f"({{len(missing)}} of the failure's converters could not be registered: see above)")
-    print("PASS" if comparison.passed else "FAIL")
-    return 0 if comparison.passed else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
-'''

@@ -22,7 +22,7 @@ import torch.fx
 
 from trtcheck.compiler.request import CompileRequest
 from trtcheck.errors import ArgumentTypeError, SettingsError
-from trtcheck.partitioning.decisions import Support, judge_with
+from trtcheck.partitioning.decisions import Support, support_check_of
 from trtcheck.settings import Settings
 from trtcheck.verification.eager_cache import EagerCache
 from trtcheck.verification.inputs import InputSet, check_input_sets
@@ -91,7 +91,7 @@ class VerifyRequest:
         if self.lowered is not None and not isinstance(self.lowered, torch.fx.GraphModule):
             raise ArgumentTypeError(f"verify(lowered={self.lowered!r}): the torch.fx.GraphModule trtcheck.lower(model, "
                             "example_inputs) returned, or None to lower the model here")
-        judge_with(self.support)  # the partitioner's own rule for what ``support`` may be: it raises TypeError
+        support_check_of(self.support)  # the partitioner's own rule for what ``support`` may be: it raises TypeError
         if self.inputs is not None:
             check_input_sets(self.inputs)
         if not isinstance(self.backend, str):

@@ -76,51 +76,37 @@ def verify(
 ) -> VerificationReport:
     """Compile ``model`` and check it; raise ``VerificationError`` on any violation or mismatch.
 
+    What it checks, each check's why, and the report: docs/api.md#verify. The arguments:
+
     ``model`` is an ``nn.Module``, a ``torch.export.ExportedProgram`` (compiled as exported, compared with
     ``program.module()``) or a ``.pt2`` file's path; a program's stored example inputs serve when
     ``example_inputs`` is None.
 
-    Input sets: ``example_inputs``, the same again (a second call of the compiled module must still be
-    right: state, caches), then ``inputs`` when given, else ``num_inputs - 1`` random sets drawn like the
-    examples, seeded by ``seed`` (``inputs.draw_like``: floating-point tensors from a normal distribution,
-    bool tensors fair coins, integer tensors within the example's smallest and largest value, a share of them
-    edge values there (the example's min and max, 0 and +-1 where in range); non-Tensor inputs kept). A model
-    whose inputs are constrained (positive-definite, in a range) passes its own ``inputs``: eager failing on a
-    generated set is an ``InputDomainError`` saying so.
+    Input sets: ``example_inputs``, the same again (a second call of the compiled module must still be right: state,
+    caches), then ``inputs`` when given, else ``num_inputs - 1`` random sets drawn like the examples, seeded by
+    ``seed`` (``inputs.draw_like``; non-Tensor inputs are varied too, and the compiled module must match eager or
+    refuse the call with ``InputMismatchError``). A model whose inputs are constrained (positive-definite, in a range)
+    passes its own ``inputs``: eager failing on a generated set is an ``InputDomainError`` saying so. With
+    ``dynamic_shapes`` (torch.export's argument) the sets also include every dynamic size at its minimum, at its
+    maximum and at random sizes in range (docs/dynamic-shapes.md).
 
-    ``dynamic_shapes`` (torch.export's argument, ``torch.export.Dim`` per dynamic size): the compiled module must
-    then serve every size in range, so without ``inputs`` the sets also include every dynamic size at its
-    minimum, at its maximum, and ``num_inputs - 1`` sets of random sizes in range (an unbounded maximum is
-    tested at twice the example's size, a minimum of 0 at 1). ``report.input_sets`` names the sizes of each.
+    Eager runs twice on the examples first: a model that disagrees with itself (dropout in training mode, random ops)
+    raises ``NondeterministicModelError`` naming its random ops, since comparing with it tells nothing about the
+    conversion. The model's parameters and buffers are compared before and after ``compile``, and restored when
+    ``verify`` returns.
 
-    Eager runs twice on the examples first: a model that disagrees with itself (dropout in training
-    mode, random ops) raises ``NondeterministicModelError`` naming its random ops, since comparing with
-    it cannot tell anything about the conversion. Non-Tensor inputs are varied too: the compiled module
-    must then match eager or refuse the call with ``InputMismatchError``, never answer for the example's
-    value. The model's parameters and buffers are compared before and after ``compile``, and restored
-    when ``verify`` returns.
-
-    A TensorRT segment that fell back to PyTorch (its conversion or engine build failed) is lost
-    coverage, so it fails verification unless ``allow_fallbacks``. ``rtol``/``atol`` default to the
-    output dtype's tolerances (``equivalence.default_tolerances``). An output outside them is judged again
-    against eager run in float64 (``reference``, default on): it passes when it is at most
-    ``equivalence.REFERENCE_MULTIPLE`` times as far from float64 as eager itself (a deep network's rounding),
-    and fails when further (a conversion error); the report gives the ratio. With ``report_dir``, a failure writes a
-    standalone repro there.
-
-    ``lowered`` is ``lower(model, example_inputs)`` made earlier (``LoweringCache``: once per model, its
-    own determinism checked there); partitioning and conversion are then repeated from copies of it.
-
-    When outputs differ, the mismatch is localized on the first failing input set (``localize``: each TensorRT
-    segment's local and accumulated error, the first op whose own error fails the check, its converter, and
-    whether eager is as far from float64 there) within ``localize_budget`` seconds (0: not localized); the
-    report prints it, and the repro folder holds it as ``localization.txt``.
-
-    ``eager_cache`` (an ``EagerCache``): eager's outputs kept from an earlier verify of the same model, in the same
-    state, on the same input sets (the same example, seed and ``num_inputs``), used instead of running eager again:
-    eager runs once on the examples and must give the kept outputs bit for bit, else the cache is emptied; pass one
-    cache to the calls that verify one model under several settings. A model that differs (weights, structure,
-    training flags, hooks) empties it first.
+    A TensorRT segment that fell back to PyTorch (its conversion or engine build failed) is lost coverage, so it fails
+    verification unless ``allow_fallbacks``. ``rtol``/``atol`` default to the output dtype's tolerances
+    (``equivalence.default_tolerances``); an output outside them is judged again against eager in float64 when
+    ``reference`` (default on), passing when at most ``equivalence.REFERENCE_MULTIPLE`` times as far from float64 as
+    eager itself (the report gives the ratio). ``report_dir``: where a failure writes a standalone repro. ``lowered``:
+    ``lower(model, example_inputs)`` made earlier (``LoweringCache``); partitioning and conversion are repeated from
+    copies of it. ``localize_budget``: seconds to localize a mismatch on the first failing input set (each TensorRT
+    segment's local and accumulated error, the first op whose own error fails; 0: not localized), which the report
+    prints and the repro folder keeps as ``localization.txt``. ``eager_cache`` (an ``EagerCache``): eager's outputs
+    kept from an earlier verify of the same model, in the same state, on the same input sets, so that one model
+    verified under several settings runs eager once (checked bit for bit on the examples, else emptied; a model that
+    differs empties it first).
 
     A bad option (``num_inputs=0``, ``rtol="1e-3"``, ``localize_budget=None``) is a ``ValueError`` or ``TypeError``
     naming it and the fix, raised before the model is lowered or run (``VerifyRequest``).

@@ -113,12 +113,12 @@ def _convolution(ctx: ConversionContext, args: BoundArgs) -> str:
 def _broadcast_matrix(value: Any) -> torch.fx.Node | None:
     """The matrix that ``value`` (a ``bmm`` operand) broadcasts over the batch, or None.
 
-    ``nn.Linear`` on a non-contiguous 3-D input lowers to ``bmm(x, view(expand(permute(W), [B, K, N])))``
-    rather than to ``mm``. Emitted as written, the engine constant-folds the Expand of each weight into a
-    batch-sized copy (issue 25: 12 of BERT-base's linears, +37 MiB over torch.onnx.export). ONNX MatMul
-    broadcasts a (K, N) operand itself, as TensorRT's matrix multiply does, so the matrix goes in whole.
-    Only an expand that adds batch dims qualifies: the matrix's own (static) dims are kept, and the view,
-    if any, must not reshape.
+    ``nn.Linear`` on a non-contiguous 3-D input lowers to ``bmm(x, view(expand(permute(W), [B, K, N])))`` rather than
+    to ``mm``. Emitted as written, the engine constant-folds the Expand of each weight into a batch-sized copy (12 of
+    BERT-base's linears: +37 MiB over ``torch.onnx.export``, against the target of compiling in no more memory than
+    that exporter and one session: docs/performance.md#compile-time-and-memory). ONNX MatMul broadcasts a (K, N)
+    operand itself, as TensorRT's matrix multiply does, so the matrix goes in whole. Only an expand that adds batch
+    dims qualifies: the matrix's own (static) dims are kept, and the view, if any, must not reshape.
     """
     if not isinstance(value, torch.fx.Node) or value.op != "call_function":
         return None

@@ -3,18 +3,22 @@
 Every ONNX node trtcheck's converters emit is named ``{fx node}/{op type}`` (``addmm/Gemm``) and carries, as its
 ``doc_string``, the fx node, its ATen target and the converter (``%addmm (aten.addmm.default), converter
 trtcheck.conversion.ops.linear._addmm``). The converters write it (``node_origin``, through the
-``ConversionContext``); precision emulation reads which fx node and target a node came from (``onnx_origin``,
+``ConversionContext``); the mixed-precision rewrite reads which fx node and target a node came from (``onnx_origin``,
 to keep ``fp32_nodes`` in float32); engines keep every node's (``node_origins``) and their errors, and the
-stitched module's, quote it (``explain_node_names``). One module, so the writer and the parsers cannot drift.
+stitched module's, quote it (``explain_node_names``). One module, so the writer and the parsers cannot drift; it
+sits below conversion and engines so that reading it loads no converter.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import onnx
-import torch.fx
+
+if TYPE_CHECKING:
+    import torch.fx
 
 __all__ = ["explain_node_names", "node_origin", "node_origins", "onnx_origin"]
 

@@ -1,6 +1,7 @@
-"""The mixed-precision graph (issue 40): what TensorRT 11 builds for ``precision="fp16"``/``"bf16"``, and ONNX Runtime runs.
+"""The mixed-precision graph: what TensorRT 11 builds for ``precision="fp16"``/``"bf16"``, and ONNX Runtime runs.
 
-TensorRT 11 is strongly typed only, so a reduced precision is the ONNX model's own types (``mixed_precision``): float
+TensorRT 11 is strongly typed only, so a reduced precision is the ONNX model's own types (``compiler.mixed_precision``,
+a compile step: ``engine_build`` makes each segment's finished graph once, before its engine is built): float
 tensors between nodes and weights in the low type, Casts at the engine's float32 boundaries, the nodes kept in float32
 (``fp32_nodes``, ``autocast``, trtcheck's rules) with Casts around them, ``use_fp32_acc`` MatMuls in float32 on rounded
 inputs. These tests check the graph itself (types, names, Casts), and that both backends take that one graph.
@@ -16,11 +17,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 import trtcheck
 from trtcheck import Settings
-from trtcheck.conversion.context import weight_placeholder
-from trtcheck.engines import TensorSpec, build_engine
-from trtcheck.engines.mixed_precision import precision_graph, to_mixed_precision
-from trtcheck.engines.precision import emulate
+from trtcheck.compiler.engine_build import build_segment_engine
+from trtcheck.compiler.mixed_precision import precision_graph, to_mixed_precision
+from trtcheck.engines import TensorSpec
+from trtcheck.engines.emulation import emulate
 from trtcheck.names import resolve_fp32_nodes
+from trtcheck.onnx_format.weights import weight_placeholder
 from trtcheck.settings import Autocast
 
 F32, F16, BF16, I64 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.INT64
@@ -91,7 +93,7 @@ def test_every_node_computes_in_the_low_type_between_float32_boundaries(linear_g
     assert {i.name: i.data_type for i in out.graph.initializer} == {"w": low, "b": low}  # weights converted once
     casts = [n for n in out.graph.node if n.op_type == "Cast"]
     assert [(c.input[0], c.output[0]) for c in casts] == [("x", f"x__{precision}"), (f"y__{precision}", "y")]
-    assert all("trtcheck.engines.mixed_precision" in c.doc_string for c in casts)
+    assert all("trtcheck.compiler.mixed_precision" in c.doc_string for c in casts)
     originals = {n.name: n.doc_string for n in linear_gelu.graph.node}
     assert {n.name: n.doc_string for n in out.graph.node if n.op_type != "Cast"} == originals  # names and origins kept
     assert mixed.kept == {}
@@ -212,7 +214,7 @@ def test_a_weight_held_by_reference_is_converted_in_the_mapping():
     assert weights["w"] is W and W.dtype == torch.float32  # the caller's mapping and tensor are not changed
     (placeholder,) = mixed.model.graph.initializer
     assert placeholder.data_type == F16 and placeholder.data_location == TensorProto.EXTERNAL and not placeholder.raw_data
-    engine = build_engine(model, [x], [y], backend="onnxruntime", settings=Settings(precision="fp16"), weights=weights)
+    engine = build_segment_engine(model, [x], [y], backend="onnxruntime", settings=Settings(precision="fp16"), weights=weights)
     a = torch.randn(4, 4)
     torch.testing.assert_close(engine(a)[0], (a.half() @ W.half()).float(), rtol=0, atol=0)
 

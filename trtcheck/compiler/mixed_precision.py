@@ -1,5 +1,10 @@
 """A segment's ONNX model in mixed precision: the graph both backends build for ``precision="fp16"``/``"bf16"``.
 
+A compile step, so it lives in the compiler: it rewrites ONNX by ``Settings`` (``precision``, ``fp32_nodes``,
+``use_fp32_acc``, ``autocast``) and resolves op names (``trtcheck.names``), neither of which an engine may know; it
+imports only ``onnx_format``, ``names`` and ``settings``, so it is the compiler's lowest module, and
+``engine_build`` applies it once per segment before handing the finished graph to ``build_engine``.
+
 TensorRT 11 removed weak typing (``BuilderFlag.FP16``/``BF16``, ``OBEY_PRECISION_CONSTRAINTS``, per-layer
 precisions): every network is strongly typed, so a reduced precision must be written into the ONNX model before the
 build, as NVIDIA's ModelOpt AutoCast and Torch-TensorRT's Autocast do. ``precision_graph`` writes it:
@@ -12,7 +17,7 @@ build, as NVIDIA's ModelOpt AutoCast and Torch-TensorRT's Autocast do. ``precisi
   graph output is written through a ``Cast`` back (``keep_io_types``, as the segment's specs demand);
 - **nodes kept in float32** read float32 (a ``Cast`` back from the low type where their input was low) and write
   float32 (a ``Cast`` down for a low reader): ``Settings.fp32_nodes`` (matched by the fx node and ATen target each ONNX
-  node records: ``conversion.origins.onnx_origin``), ``Settings.autocast``'s rules, and trtcheck's own rules: a node
+  node records: ``onnx_format.origins.onnx_origin``), ``Settings.autocast``'s rules, and trtcheck's own rules: a node
   with no input or output TensorRT's ONNX parser takes in the low type (``TENSORRT_ONNX_TYPES``: ``Range``, for one)
   or, for an op outside that table, ONNX's schema does not; a node holding a subgraph (``If``, ``Loop``);
 - **inputs the op's schema fixes to float32** (``Resize``'s scales) stay float32 inside a low node;
@@ -23,8 +28,8 @@ build, as NVIDIA's ModelOpt AutoCast and Torch-TensorRT's Autocast do. ``precisi
 
 Every node keeps its name and ``doc_string`` (the origins engine errors quote); each Cast is named after the value it
 converts (``relu_2/ToFp16``) and documented with why it is there. ONNX Runtime then runs this same graph through
-``precision.emulate`` (its fp16 nodes computed in float32 and rounded after each), so its verdict is on the graph
-TensorRT builds.
+``engines.emulation.emulate`` (its fp16 nodes computed in float32 and rounded after each), so its verdict is on the
+graph TensorRT builds.
 """
 
 from __future__ import annotations
@@ -40,11 +45,11 @@ import onnx
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from trtcheck.conversion.ops.trt_onnx_ops import TENSORRT_ONNX_TYPES
-from trtcheck.conversion.origins import onnx_origin
-from trtcheck.engines.precision import FLOAT, PRECISION_TYPES, TORCH_TYPES, TYPE_NAMES, Names, captured, cast, value_infos
 from trtcheck.names import resolve_autocast_ops, resolve_fp32_nodes
-from trtcheck.settings import Autocast
+from trtcheck.onnx_format.graph import FLOAT, PRECISION_TYPES, TORCH_TYPES, TYPE_NAMES, Names, captured, cast, value_infos
+from trtcheck.onnx_format.origins import onnx_origin
+from trtcheck.onnx_format.tensorrt_parser import TENSORRT_ONNX_TYPES
+from trtcheck.settings import Autocast, Settings
 
 __all__ = ["MixedPrecision", "autocast_keeps", "precision_graph", "to_low", "to_mixed_precision"]
 
@@ -73,18 +78,18 @@ class MixedPrecision:
 
 
 def precision_graph(
-    model: onnx.ModelProto, settings: Any, weights: Mapping[str, torch.Tensor] | None = None
+    model: onnx.ModelProto, settings: Settings | None, weights: Mapping[str, torch.Tensor] | None = None
 ) -> tuple[onnx.ModelProto, dict[str, torch.Tensor] | None]:
     """The segment's model as both backends build it under ``settings`` (``Settings.precision``, ``fp32_nodes``,
-    ``use_fp32_acc``, ``autocast``), and its ``weights`` (by reference, or None): ``model`` itself at ``"fp32"``,
-    its mixed-precision graph (``to_mixed_precision``) at ``"fp16"``/``"bf16"``."""
-    precision = getattr(settings, "precision", None) or "fp32"
-    if PRECISION_TYPES[precision] is None:
+    ``use_fp32_acc``, ``autocast``; None: the defaults), and its ``weights`` (by reference, or None): ``model``
+    itself at ``"fp32"``, its mixed-precision graph (``to_mixed_precision``) at ``"fp16"``/``"bf16"``."""
+    precision = (settings.precision if settings is not None else None) or "fp32"
+    if settings is None or PRECISION_TYPES[precision] is None:
         return model, dict(weights) if weights is not None else None
-    keep = resolve_fp32_nodes(getattr(settings, "fp32_nodes", None) or ())
+    keep = resolve_fp32_nodes(settings.fp32_nodes or ())
     mixed = to_mixed_precision(
-        model, precision, weights, keep=keep or None, fp32_accumulation=bool(getattr(settings, "use_fp32_acc", False)),
-        autocast=Autocast.of(getattr(settings, "autocast", None)),
+        model, precision, weights, keep=keep or None, fp32_accumulation=bool(settings.use_fp32_acc),
+        autocast=Autocast.of(settings.autocast),
     )
     return mixed.model, mixed.weights
 
@@ -400,7 +405,7 @@ def _reduction_depth(node: onnx.NodeProto, target: str, infos: Mapping[str, onnx
 
 
 def _doc(value: str, to: int, why: str) -> str:
-    return f"{TYPE_NAMES[to]} cast of {value} ({why}: trtcheck.engines.mixed_precision)"
+    return f"{TYPE_NAMES[to]} cast of {value} ({why}: trtcheck.compiler.mixed_precision)"
 
 
 def _rename_output(node: onnx.NodeProto, old: str, new: str) -> None:

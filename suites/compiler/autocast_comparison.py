@@ -1,15 +1,15 @@
-"""trtcheck's mixed-precision graph beside NVIDIA ModelOpt AutoCast's, on the zoo's segments (issue 40's comparison).
+"""trtcheck's mixed-precision graph beside NVIDIA ModelOpt AutoCast's, on the zoo's segments.
 
-    PYTHONPATH=$PWD:<modelopt site> python -m suites.engines.autocast_comparison [--models resnet18,hf_bert] [--keep-op ...]
+    PYTHONPATH=$PWD:<modelopt site> python -m suites.compiler.autocast_comparison [--models resnet18,hf_bert] [--keep-op ...]
 
-ModelOpt is no dependency of trtcheck (the report of issue 40 says why); to run this, install it beside the venv,
+ModelOpt is no dependency of trtcheck (its pins would replace trtcheck's own onnx and onnxruntime); to run this, install it beside the venv,
 without its pinned dependencies (``onnx~=1.21``, ``onnxruntime-gpu~=1.24``, ``cupy-cuda12x``, which would replace
 trtcheck's own): ``pip install --no-deps --target <site> nvidia-modelopt==0.47.0 onnx-graphsurgeon==0.6.1
 onnxconverter-common==1.16.0 polygraphy==0.53.6 lief onnxscript onnx-ir onnxslim omegaconf antlr4-python3-runtime pulp
 nvidia-ml-py rich regex safetensors tqdm PyYAML colorama``.
 
 For each zoo model, each float32 segment trtcheck converts is made fp16 twice: by ``modelopt.onnx.autocast.
-convert_to_f16(keep_io_types=True, op_block_list=...)`` and by ``mixed_precision.to_mixed_precision`` (the same ops
+convert_to_f16(keep_io_types=True, op_block_list=...)`` and by ``compiler.mixed_precision.to_mixed_precision`` (the same ops
 kept: ``--keep-op LayerNormalization`` is ``fp32_nodes=["aten::native_layer_norm"]``'s ONNX op). Per segment it prints:
 the original nodes each computes in float32 (by node name, which both keep), the original values whose element type
 differs between the two graphs, the Casts each adds, how many doc_strings (trtcheck's node origins) survive, the opset,
@@ -32,8 +32,8 @@ from onnx import TensorProto
 
 import trtcheck
 import trtcheck_zoo
-from trtcheck.engines.mixed_precision import to_mixed_precision
-from trtcheck.engines.precision import emulate
+from trtcheck.compiler.mixed_precision import to_mixed_precision
+from trtcheck.engines.emulation import emulate
 from trtcheck.names import resolve_fp32_nodes
 
 _FLOATS = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16}
