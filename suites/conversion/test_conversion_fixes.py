@@ -230,7 +230,7 @@ CHECKED_VARIANTS_FLOOR = 583
 def test_claimed_dtypes_are_accepted_by_the_emitted_onnx_ops() -> None:
     """What a validator claims, the ONNX it emits must take: segment_to_onnx runs onnx.checker with full
     type inference, which fails on an op given a type outside its schema's constraints (bfloat16 Conv
-    or MaxPool in opset 17). Unclaimed nodes and cases eager PyTorch cannot run in ``dtype`` are skipped,
+    or MaxPool in opset 19). Unclaimed nodes and cases eager PyTorch cannot run in ``dtype`` are skipped,
     and counted: at least ``CHECKED_VARIANTS_FLOOR`` variants must be checked."""
     checked: list[str] = []
     skipped: dict[str, str] = {}

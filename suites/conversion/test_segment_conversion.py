@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from suites.conversion.converter_harness import bools, check, export_graph, randint, randn
-from trtcheck.conversion import ConversionError, segment_to_onnx
+from trtcheck.conversion import OPSET, ConversionError, segment_to_onnx
 
 A = torch.ops.aten
 
@@ -23,7 +23,7 @@ def test_inputs_keep_placeholder_names_and_outputs_are_numbered() -> None:
     assert x_type.elem_type == onnx.TensorProto.FLOAT
     assert [d.dim_value for d in x_type.shape.dim] == [2, 3]
     assert model.graph.input[1].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
-    assert model.opset_import[0].version == 17
+    assert model.opset_import[0].version == OPSET == 19  # float8 Q/DQ
     onnx.checker.check_model(model, full_check=True)
 
 

@@ -31,8 +31,9 @@ from trtcheck.errors import ConversionError
 from trtcheck.onnx_format.origins import node_origin
 from trtcheck.onnx_format.weights import weight_placeholder, with_weights
 
-#: The one ONNX opset trtcheck's converters emit (e.g. Reduce* axes are attributes there).
-OPSET = 17
+#: The one ONNX opset trtcheck's converters emit: 19, the first with float8 Q/DQ (TensorRT 11's FP8 quantization);
+#: Reduce* take their axes as an input there (from 18).
+OPSET = 19
 
 _SHARED_CONSTANT_LIMIT = 1024
 

@@ -138,7 +138,7 @@ def segment_to_onnx(gm: torch.fx.GraphModule, opset: int = OPSET, accepted: Mapp
 
     Graph inputs are the placeholders (same names), outputs are ``output_0``, ``output_1``, ... in the
     order of the fx output node. Raises ConversionError for any node that cannot be converted.
-    Converters target exactly opset 17 (e.g. Reduce* axes as attributes), so no other opset is accepted.
+    Converters target exactly ``OPSET`` (19: Reduce* axes as inputs, float8 Q/DQ), so no other opset is accepted.
     ``accepted``: node name -> the converter whose validator partitioning ran on that node and which accepted
     it (``Reason.converter``); such a node is not judged again while that converter is still the registered one
     (validators were a tenth of the matrix's time, run once to partition and again to convert).
@@ -193,7 +193,7 @@ def segment_to_onnx(gm: torch.fx.GraphModule, opset: int = OPSET, accepted: Mapp
 
 def _model(graph: onnx.GraphProto, opset: int) -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="trtcheck")
-    model.ir_version = min(model.ir_version, 8)  # opset 17 pairs with IR 8: older runtimes load it
+    model.ir_version = min(model.ir_version, 9)  # opset 19 pairs with IR 9 (float8 types): older runtimes load it
     return model
 
 

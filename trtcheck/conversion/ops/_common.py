@@ -275,7 +275,7 @@ def onnx_accepts(op_type: str) -> frozenset[torch.dtype]:
     """The engine dtypes ONNX ``op_type`` takes as data at trtcheck's opset, read from its schema.
 
     Validators declare their dtypes with this (``dtypes=FLOAT & onnx_accepts("Elu")``) so none can claim
-    a dtype the emitted op refuses: opset 17's Elu, Sin or InstanceNormalization have no bfloat16, Celu no
+    a dtype the emitted op refuses: opset 19's Elu, Sin or InstanceNormalization have no bfloat16, Celu no
     float16 either, and the checker would reject the whole segment at conversion time.
     """
     allowed = set(onnx.defs.get_schema(op_type, OPSET).type_constraints[0].allowed_type_strs)

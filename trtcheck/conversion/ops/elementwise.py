@@ -87,7 +87,7 @@ def _unary(onnx_op: str) -> BoundConverterFn:
 
 
 # Inputs reach the ONNX op in the output dtype (ints become float32), so only the op's own schema limits
-# which float inputs it may be claimed for (opset 17's Sin, Round & co. have no bfloat16).
+# which float inputs it may be claimed for (opset 19's Sin, Round & co. have no bfloat16).
 register_table(
     _UNARY, lambda entry: _unary(entry[0]), dynamic=True,
     per_entry=lambda target, entry: {"dtypes": entry[1] & (onnx_accepts(entry[0]) | INT | BOOL)},

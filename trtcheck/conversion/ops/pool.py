@@ -91,7 +91,7 @@ _POOL_CONSTANTS = ("kernel_size", "stride", "padding", "ceil_mode")
            aten.max_pool2d.default, aten.max_pool3d.default, dtypes=FLOAT,
            constants=(*_POOL_CONSTANTS, "dilation"), check=_max_pool_ok, dynamic=True)
 def _max_pool(ctx: ConversionContext, args: BoundArgs) -> str | list[str]:
-    """MaxPool; bfloat16 pools in float32 between two Casts (opset 17's MaxPool takes no bfloat16), which
+    """MaxPool; bfloat16 pools in float32 between two Casts (opset 19's MaxPool takes no bfloat16), which
     is exact: the maximum is one of the inputs, and bfloat16 -> float32 -> bfloat16 round-trips."""
     kernel, stride, padding, _, ceil_mode = _pool_args(args)
     dtype = out_meta(args.node).dtype
@@ -134,7 +134,7 @@ def _avg_pool_ok(args: BoundArgs) -> bool | Refusal:
     return True
 
 
-# ONNX AveragePool (opset 17) takes no bfloat16, and an average in float32 would round differently
+# ONNX AveragePool (opset 19) takes no bfloat16, and an average in float32 would round differently
 # from PyTorch's bfloat16 pooling, so bfloat16 average pooling stays in PyTorch.
 _AVG_POOL_DTYPES = FLOAT & onnx_accepts("AveragePool") & onnx_accepts("GlobalAveragePool")
 

@@ -41,9 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover - the context imports the registry, not vi
 
 
 def _reduce(ctx: ConversionContext, onnx_op: str, x: str, axes: list[int], keepdim: bool) -> str:
-    if onnx_op == "ReduceSum":
-        return ctx.add(onnx_op, [x, ints(ctx, axes)], keepdims=int(keepdim))
-    return ctx.add(onnx_op, [x], axes=axes, keepdims=int(keepdim))
+    return ctx.add(onnx_op, [x, ints(ctx, axes)], keepdims=int(keepdim))  # axes are an input from opset 18
 
 
 def _reduction_args(args: BoundArgs) -> tuple[list[int], bool]:

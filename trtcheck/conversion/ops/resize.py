@@ -18,7 +18,7 @@ padding_mode 0/1/2 = zeros/border/reflection, align_corners as is; all 18 combin
 against eager (``test_family_resize.py``), and TensorRT's GridSample layer has each (linear/nearest/cubic
 interpolation, fill/clamp/reflect sampling). Other mode numbers are refused.
 
-Float data only (TensorRT's Resize and GridSample take FP; opset 17's GridSample has no bfloat16).
+Float data only (TensorRT's Resize and GridSample take FP; opset 19's GridSample has no bfloat16).
 """
 
 from __future__ import annotations

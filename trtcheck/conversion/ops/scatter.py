@@ -15,7 +15,7 @@ writes each True position at most once, so it is a Where over ``self``'s shape, 
 vary along the selection (the usual ``x[mask] = v``); values per True element need their run-time positions.
 
 What is refused, each with its reason: scatter_reduce ``mean`` (ONNX has no mean reduction),
-``amax``/``amin`` (opset 17's ScatterElements reduces by add/mul only; max/min need opset 18), and
+``amax``/``amin`` (not converted yet: ScatterElements' max/min reductions, from opset 18), and
 ``include_self=False`` (ONNX always reduces into the existing values); index_put with a bool mask beside
 other index tensors or values per True element; 0-d inputs; any reduction (scatter_add, scatter_reduce,
 index_put with int indices and ``accumulate=True``) of float16/bfloat16 data, which ONNX Runtime cannot
@@ -74,7 +74,7 @@ def _rank_ok(args: BoundArgs) -> bool | Refusal:
 def _scatter_reduce_ok(args: BoundArgs) -> bool | Refusal:
     if args.reduce not in _REDUCTIONS:
         why = ("ONNX has no mean reduction" if args.reduce == "mean"
-               else "opset 17's ScatterElements reduces by add or mul only")
+               else "trtcheck converts ScatterElements' add and mul reductions only")
         return refuse(f"reduce={args.reduce!r}: {why}")
     if not args.include_self:
         return refuse("include_self=False: ONNX ScatterElements always reduces into self's values")

@@ -15,7 +15,7 @@ former NaNs are equal values). Signed zeros compare equal, so ``-0.0``/``0.0`` m
 in PyTorch.
 
 Refused: ``sorted=False`` (PyTorch then returns the k values in an order of its own), 0-d inputs, and
-dtypes other than float32/float16 (TensorRT's TopK takes FP data; opset 17's TopK has no bfloat16).
+dtypes other than float32/float16 (TensorRT's TopK takes FP data; opset 19's TopK has no bfloat16).
 """
 
 from __future__ import annotations
