@@ -7,6 +7,7 @@ HTML page) puts it. Resolving ``Settings``' module names against these stacks is
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import re
@@ -26,7 +27,13 @@ def module_stack(node: torch.fx.Node) -> list[tuple[str, str]]:
 
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
-_LIBRARY_DIRS = tuple(str(pathlib.Path(module.__file__).resolve().parent) + os.sep for module in (torch,))
+_MODELOPT = importlib.util.find_spec("modelopt")  # found, not imported: a quantizer's frames are ModelOpt's own
+_LIBRARY_DIRS = tuple(
+    [str(pathlib.Path(torch.__file__).resolve().parent) + os.sep]
+    + [str(pathlib.Path(place).resolve()) + os.sep for place in (_MODELOPT.submodule_search_locations or [] if _MODELOPT else [])]
+)
+"""Code no node's source line is taken from: PyTorch's, and NVIDIA ModelOpt's (a quantizer's line is the user's call
+of the layer it quantizes)."""
 
 
 def node_source(node: torch.fx.Node) -> str:

@@ -1,4 +1,4 @@
-"""One converter case per overload of the op-family modules (padding, scatter, sorting, resize, embedding).
+"""One converter case per overload of the op-family modules (padding, scatter, sorting, resize, embedding, quantize).
 
 Plain ``(id, target, fn, inputs)`` tuples, so ``converter_cases.py`` can take them into ``CASES`` without an
 import cycle (``for c in FAMILY_CASES: case(*c)``), which ``test_every_registered_overload_has_a_case``
@@ -10,10 +10,24 @@ from __future__ import annotations
 
 import torch
 
+import trtcheck.qdq  # noqa: F401 - defines trtcheck.quantize_op
 from suites.conversion.converter_harness import randint, randn
 
 A = torch.ops.aten
 F16 = torch.float16
+Q = torch.ops.trtcheck.quantize_op.default
+
+
+class Quantizer(torch.nn.Module):
+    """``x`` through ``trtcheck.quantize_op`` with a constant ``amax`` (a buffer, as a calibrated quantizer's is)."""
+
+    def __init__(self, amax: torch.Tensor, num_bits: int, exponent_bits: int) -> None:
+        super().__init__()
+        self.register_buffer("amax", amax)
+        self.format = (num_bits, exponent_bits)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return Q(x, self.amax, *self.format, False, False)
 
 FAMILY_CASES = [
     ("reflection_pad1d-uneven", A.reflection_pad1d.default, lambda x: A.reflection_pad1d.default(x, [2, 1]),
@@ -48,4 +62,8 @@ FAMILY_CASES = [
      lambda: (randn(1, 2, 4, 5), torch.rand(1, 3, 3, 2, generator=torch.Generator().manual_seed(1)) * 2.4 - 1.2)),
     ("embedding-padding_idx", A.embedding.default, lambda w, i: A.embedding.default(w, i, 1),
      lambda: (randn(5, 3), torch.tensor([[1, 4], [0, 1]]))),
+    # Explicit quantization (trtcheck.qdq): the amax a buffer, as a calibrated quantizer's is.
+    ("quantize_op-fp8", Q, Quantizer(torch.tensor(2.5), 8, 4), lambda: (randn(3, 5) * 2,)),
+    ("quantize_op-int8-per-channel-f16", Q, Quantizer(torch.tensor([[1.0], [2.0], [3.0]]), 8, 0),
+     lambda: (randn(3, 5, dtype=F16) * 2,)),
 ]

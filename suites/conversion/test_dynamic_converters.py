@@ -31,6 +31,7 @@ from suites.conversion.dynamic_harness import (
     run_segment,
     session,
 )
+from suites.conversion.family_cases import Q, Quantizer
 from trtcheck import conversion as converters
 from trtcheck.conversion import ConversionContext, ConversionError, segment_to_onnx
 from trtcheck.conversion.context import value_info
@@ -303,6 +304,7 @@ unary("arange.start_step", A.arange.start_step, lambda x: A.arange.start_step(0,
 # ---- gathers --------------------------------------------------------------------------------------------------
 _INDEX = torch.tensor([2, 0, 2])
 unary("index_select", A.index_select.default, lambda x: A.index_select.default(x, 1, _INDEX))
+unary("quantize_op-int8", Q, Quantizer(torch.tensor(2.0), 8, 0), _times4)
 case("embedding", A.embedding.default, lambda w, i: A.embedding.default(w, i),
      lambda n: (randn(10, 4), randint(2, n, low=0, high=10, seed=1)), lambda d: (None, {1: d}))
 case("gather", A.gather.default, lambda x, i: A.gather.default(x, 1, i),

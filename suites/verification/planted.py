@@ -7,11 +7,14 @@ ATen op wrong for the nodes named (and only those), and restores the registry wh
 from __future__ import annotations
 
 import contextlib
+import runpy
+import sys
 from collections.abc import Callable, Iterator
 
 import torch
 
 from trtcheck import conversion as converters
+from trtcheck.errors import VerificationError
 
 Transform = Callable[[object, torch.fx.Node, str], str]
 
@@ -51,3 +54,19 @@ def planted(target: torch._ops.OpOverload, nodes: set[str] | None, transform: Tr
     with converters.Snapshot():
         converters.register(target, validator=original.validator, override=True)(wrong)
         yield
+
+
+def run_repro(folder) -> int:
+    """A repro folder's ``repro.py`` run in this process (where a planted converter is still registered), with no
+    command-line arguments: its exit code, 1 for the ``VerificationError`` a failing verify folder's script raises."""
+    argv = sys.argv
+    sys.argv = [str(folder / "repro.py")]
+    try:
+        runpy.run_path(str(folder / "repro.py"), run_name="__main__")
+    except SystemExit as done:
+        return done.code
+    except VerificationError:
+        return 1
+    finally:
+        sys.argv = argv
+    raise AssertionError("repro.py did not exit")

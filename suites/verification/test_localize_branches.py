@@ -11,7 +11,6 @@ blamed on the top-level op, with no branch engine failing.
 from __future__ import annotations
 
 import math
-import runpy
 
 import pytest
 import torch
@@ -19,7 +18,7 @@ from torch import nn
 from torch._higher_order_ops.while_loop import while_loop
 
 import trtcheck
-from suites.verification.planted import off_above, off_by, planted
+from suites.verification.planted import off_above, off_by, planted, run_repro
 from trtcheck.verification.reduce import reduce_model
 from trtcheck_zoo import registry as zoo
 
@@ -168,14 +167,6 @@ def test_a_wrong_op_that_flips_a_conds_predicate_is_named_and_the_flip_is_said()
     assert "the compiled module's predicate of cond differs from eager's" in message, message
 
 
-def _run_repro(folder) -> int:
-    try:
-        runpy.run_path(str(folder / "repro.py"), run_name="__main__")
-    except SystemExit as done:
-        return done.code
-    raise AssertionError("repro.py did not exit")
-
-
 @pytest.mark.parametrize(("name", "node", "where"), [
     ("cond_branches", "tanh_1", "branch true_graph_0 of cond (node cond)"),
     ("while_loop_body", "tanh", "the body of while_loop (node while_loop), iteration 1"),
@@ -188,6 +179,6 @@ def test_reduce_of_a_mismatch_inside_a_branch_reduces_it_there_to_a_repro_that_f
         reduction = reduce_model(model, inputs, ONE, ORT, out_dir=tmp_path)
         assert [(culprit.nodes, culprit.where) for culprit in reduction.culprits] == [([node], where)], str(reduction)
         assert f"1 node(s) in {where}: {node} = aten.tanh.default" in str(reduction)
-        assert _run_repro(reduction.culprits[0].repro) == 1  # FAIL with the bug
-    assert _run_repro(reduction.culprits[0].repro) == 0  # PASS once the built-in converter is back
+        assert run_repro(reduction.culprits[0].repro) == 1  # FAIL with the bug
+    assert run_repro(reduction.culprits[0].repro) == 0  # PASS once the built-in converter is back
     assert reduction.failed and "cannot reduce inside" not in str(reduction)

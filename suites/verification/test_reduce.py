@@ -8,7 +8,6 @@ give two culprits.
 from __future__ import annotations
 
 import json
-import runpy
 import subprocess
 import sys
 
@@ -16,7 +15,7 @@ import pytest
 import torch
 
 import trtcheck
-from suites.verification.planted import off_above, off_by, planted
+from suites.verification.planted import off_above, off_by, planted, run_repro
 from trtcheck.benchmarking import flush_denormals
 from trtcheck.lowering.graph import flat_inputs
 from trtcheck.verification.reduce import ddmin, reduce_compiled, reduce_model
@@ -53,14 +52,6 @@ def test_ddmin_finds_a_single_failing_item_in_logarithmically_many_tests():
     assert len(tests) <= 2 * 10  # halving: about log2(1000) chunks, each tried with its sibling
 
 
-def _run_repro(folder) -> int:
-    try:
-        runpy.run_path(str(folder / "repro.py"), run_name="__main__")
-    except SystemExit as done:
-        return done.code
-    raise AssertionError("repro.py did not exit")
-
-
 @pytest.mark.slow
 def test_two_independent_wrong_ops_reduce_to_two_repros_that_fail_until_the_converters_are_restored(tmp_path):
     model, inputs = zoo.get("resnet18").build()
@@ -70,8 +61,8 @@ def test_two_independent_wrong_ops_reduce_to_two_repros_that_fail_until_the_conv
         assert len(reduction.culprits) == 2, str(reduction)
         assert all(len(culprit.nodes) <= 3 for culprit in reduction.culprits)
         assert [culprit.nodes for culprit in reduction.culprits] == [["add_3"], ["convolution_10"]]
-        assert all(_run_repro(culprit.repro) == 1 for culprit in reduction.culprits)  # FAIL, exit 1, with the bug
-    assert all(_run_repro(culprit.repro) == 0 for culprit in reduction.culprits)  # PASS once restored
+        assert all(run_repro(culprit.repro) == 1 for culprit in reduction.culprits)  # FAIL, exit 1, with the bug
+    assert all(run_repro(culprit.repro) == 0 for culprit in reduction.culprits)  # PASS once restored
     folder = reduction.culprits[0].repro
     config = json.loads((folder / "settings.json").read_text())
     assert config["backend"] == ORT and config["nodes"] == ["add_3"] and "rtol" in config and "atol" in config
@@ -88,8 +79,8 @@ def test_an_op_wrong_on_some_inputs_in_a_transformer_reduces_to_at_most_three_no
         reduction = reduce_model(model, inputs, backend=ORT, out_dir=tmp_path)
         assert len(reduction.culprits) == 1 and "relu_1" in reduction.culprits[0].nodes, str(reduction)
         assert len(reduction.culprits[0].nodes) <= 3
-        assert _run_repro(reduction.culprits[0].repro) == 1
-    assert _run_repro(reduction.culprits[0].repro) == 0
+        assert run_repro(reduction.culprits[0].repro) == 1
+    assert run_repro(reduction.culprits[0].repro) == 0
 
 
 def test_a_model_without_a_mismatch_has_nothing_to_reduce():
@@ -177,8 +168,8 @@ def test_a_culprit_of_a_dynamic_shape_model_reproduces_from_its_folder(tmp_path)
                                  dynamic_shapes=({0: Dim("batch", min=2, max=32)},), out_dir=tmp_path)
         assert reduction.culprits and "_softmax" in reduction.culprits[0].nodes, str(reduction)
         folder = reduction.culprits[0].repro
-        assert _run_repro(folder) == 1  # FAIL with the bug, no ConversionError
-    assert _run_repro(folder) == 0  # PASS once restored
+        assert run_repro(folder) == 1  # FAIL with the bug, no ConversionError
+    assert run_repro(folder) == 0  # PASS once restored
     config = json.loads((folder / "settings.json").read_text())
     assert config["dims"], config  # the symbolic sizes of the cut, by input
 

@@ -15,6 +15,8 @@ from typing import Any
 import torch
 from torch._decomp import decompositions as _torch_decompositions
 
+from trtcheck.lowering.quantized import quantize_decompositions
+
 aten = torch.ops.aten
 
 
@@ -91,6 +93,7 @@ def core_aten_table(keep: Callable[[Any], bool] | None = None) -> Any:
             del table[op]
     for op, decomposition in _CORRECTIONS.items():
         table[op] = decomposition
+    table.update(quantize_decompositions())  # ModelOpt's Q/DQ ops as trtcheck's (lowering/quantized.py says why)
     return table
 
 

@@ -29,6 +29,7 @@ from trtcheck.errors import LoweringError
 from trtcheck.lowering.decompositions import core_aten_table, kept_whole
 from trtcheck.lowering.graph import copy_graph_module, dead_nodes, is_aten_graph, writes_to
 from trtcheck.lowering.inputs import check_dynamic_shapes, check_program_inputs, dim_names_of, program_ranges
+from trtcheck.lowering.quantized import quantized_export
 from trtcheck.lowering.symbols import DIM_NAMES, RANGES
 
 
@@ -195,7 +196,8 @@ def _export(
         check_dynamic_shapes(model, args, kwargs, dynamic_shapes)
     with TorchLog() as log:
         try:
-            program = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
+            with quantized_export(model):  # a ModelOpt-quantized model exports as Torch-TensorRT exports it
+                program = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
         except Exception as error:  # noqa: BLE001 - torch.export raises many unrelated types
             refused: Exception | None = error
         else:

@@ -263,3 +263,21 @@ def flat_inputs(gm: torch.fx.GraphModule, args: Sequence[Any], kwargs: Mapping[s
         return list(args)
     leaves, _ = torch.utils._pytree.tree_flatten((tuple(args), dict(kwargs or {})))
     return leaves
+
+
+_ALIASES = frozenset({torch.ops.aten.detach.default, torch.ops.aten.alias.default, torch.ops.aten.clone.default,
+                      torch.ops.aten.lift_fresh_copy.default})
+
+
+def constant_tensor(value: Any) -> torch.Tensor | None:
+    """The tensor ``value`` always holds when it is a graph's constant: a ``get_attr`` node (a buffer, parameter or
+    lifted constant), seen through ``detach``/``clone``/``alias`` (ModelOpt's exported amax is a detached buffer);
+    None for anything computed at run time. What a converter reads to make a constant of it (a quantizer's scale)."""
+    while isinstance(value, torch.fx.Node) and value.op == "call_function" and value.target in _ALIASES:
+        value = value.args[0]
+    if not isinstance(value, torch.fx.Node) or value.op != "get_attr" or value.graph.owning_module is None:
+        return None
+    found: Any = value.graph.owning_module
+    for part in str(value.target).split("."):
+        found = getattr(found, part, None)
+    return found.detach() if isinstance(found, torch.Tensor) else None

@@ -69,6 +69,9 @@ TENSORRT_ONNX_TYPES: dict[str, frozenset[str]] = {
     ),
     **dict.fromkeys(["And", "Not", "Or", "Xor"], _BOOL),
     "Cast": _ANY | {"UINT8"},
+    # Explicit quantization: QuantizeLinear takes float data, DequantizeLinear its codes; zero points must be 0.
+    "QuantizeLinear": _FP,
+    "DequantizeLinear": frozenset({"INT8", "FLOAT8E4M3FN"}),
     # Dynamic shapes: the shape of a tensor of any type, and a Range from SymInt bounds.
     "Shape": _ANY,
     "Range": frozenset({"FLOAT", "INT32", "INT64"}),

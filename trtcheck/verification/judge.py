@@ -20,6 +20,11 @@ The rule, on an output's ``Distance`` (its largest finite error against eager ru
   yardstick for a model that does not work there).
 - tf32 (``Settings.tf32``): as fp16 (TF32 rounds factors to fp16's mantissa), but with float32's range: its NaN and
   Inf are those of eager under TF32.
+- quantized (a graph with Q/DQ, ``for_graph``): as float32, against the quantized graph itself run in float64 with
+  TensorRT's quantization arithmetic (``trtcheck.qdq``), and allowing besides ``FLIP_MULTIPLE`` times how far the
+  outputs move when, at every quantizer, the code nearest a rounding tie flips one step (``Distance.flips``): an
+  engine's float32 arithmetic may land such an input on the other side, and one flipped INT8 code moves a conv's
+  outputs by thousands of float32 ulps. A wrong quantizer shows in its codes too (``verification.quantizers``).
 """
 
 from __future__ import annotations
@@ -27,14 +32,17 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
 from torch.utils import _pytree as pytree
 
+from trtcheck import qdq
 from trtcheck.engines.precision import unit_roundoff
+from trtcheck.lowering.graph import constant_tensor, flat_inputs
+from trtcheck.lowering.quantized import is_quantize
 from trtcheck.verification.equivalence import Comparison, OutputComparison, compare_outputs, default_tolerances, render_path
 from trtcheck.verification.inputs import detached
 from trtcheck.verification.reference import float64_outputs, float64_outputs_and_depth, reduced_precision_outputs
@@ -57,6 +65,9 @@ output eager computes exactly still rounds once in the engine. TF32 rounds facto
 
 ROUNDING_BOUND_CAP = 0.5
 """The most any depth excuses, relative to the output's scale: an output off by half its scale is not rounded."""
+
+FLIP_MULTIPLE = 2.0
+"""How many times the outputs' move from one flipped tie per quantizer a quantized model's output may err by."""
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 """What a judge can judge at (``judged_precision``'s names)."""
@@ -121,6 +132,7 @@ class Distance:
     same_nonfinite: bool = True
     overflowed: int = 0
     shared: int = 0
+    flips: float = 0.0  # a quantized graph's: how far its float64 outputs move when each quantizer flips its nearest tie
 
     @property
     def ratio(self) -> float:
@@ -140,6 +152,8 @@ class Judge:
     rtol: float | None = None
     atol: float | None = None
     reference: bool = True
+    graph: torch.fx.GraphModule | None = field(default=None, compare=False, repr=False)
+    """A quantized model's lowered graph (``for_graph``): its float64 run is the reference; None for every other."""
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -149,6 +163,17 @@ class Judge:
     def of(cls, settings: Settings | None = None, rtol: float | None = None, atol: float | None = None, reference: bool = True) -> Judge:
         """The judge of a module compiled with ``settings`` (``judged_precision``: "tf32" for ``Settings.tf32``)."""
         return cls(judged_precision(settings), rtol, atol, reference)
+
+    def for_graph(self, graph: torch.fx.GraphModule) -> Judge:
+        """This judge for a module compiled from ``graph``: the quantized rule where ``graph`` holds quantizers and
+        the engines compute in float32 (module docstring), else this judge."""
+        if self.precision != "fp32" or not any(is_quantize(node) for node in graph.graph.nodes):
+            return self
+        return replace(self, graph=graph)
+
+    @property
+    def quantized(self) -> bool:
+        return self.graph is not None
 
     # ---------------------------------------------------------------------------------------- what the rule is
 
@@ -182,7 +207,7 @@ class Judge:
         return self.narrows_range
 
     def allowed(self, distance: Distance) -> float:
-        return self.multiple * distance.eager + self.floor(distance.atol)
+        return self.multiple * distance.eager + FLIP_MULTIPLE * distance.flips + self.floor(distance.atol)
 
     def bound(self, distance: Distance) -> float:
         """The largest error against float64 the precision's rounding allows over the depth (inf at float32)."""
@@ -234,16 +259,17 @@ class Judge:
         """The tolerances' comparison (``equivalence.compare_outputs``) at this judge's rtol and atol."""
         return compare_outputs(expected, actual, rtol=self.rtol, atol=self.atol)
 
-    def judge_outputs(self, comparison: Comparison, yardstick: Any, actual: Any, reference: Any, depth: int | None = None) -> Comparison:
+    def judge_outputs(self, comparison: Comparison, yardstick: Any, actual: Any, reference: Any, depth: int | None = None,
+                      flipped: Any = None) -> Comparison:
         """Judge the outputs of ``comparison`` against ``reference`` (eager in float64, same structure), ``yardstick``
         (eager in the model's dtype, or at this judge's precision) their measure. Below float32 every output is
         judged and gets its ratio; at float32 only those that failed the tolerances. ``comparison`` is changed in place
         (the verdict, the errors, the message saying which rule held) and returned."""
         if comparison.structure_error is not None:
             return comparison
-        references, yardsticks, actuals = (
+        references, yardsticks, actuals, flips = (
             {render_path(path): value for path, value in pytree.tree_flatten_with_path(tree)[0]}
-            for tree in (reference, yardstick, actual)
+            for tree in (reference, yardstick, actual, flipped)
         )
         for output in comparison.outputs:
             if output.passed and not self.reduced:
@@ -254,6 +280,10 @@ class Judge:
             distance = self.distance(references.get(output.path), yardsticks.get(output.path), compiled, output.atol, depth)
             if distance is None:
                 continue
+            moved = flips.get(output.path)
+            if isinstance(moved, torch.Tensor) and moved.shape == compiled.shape:
+                exact = references[output.path].detach().to(torch.float64).reshape(-1)
+                distance = replace(distance, flips=_largest_error(moved.reshape(-1), exact))
             output.distance, output.eager_precision = distance, self.precision if self.reduced else ""
             if not output.passed:
                 self._conclude(output, distance)
@@ -294,7 +324,9 @@ class Judge:
             output.message = (
                 f"outside the tolerances, but as close to float64 as {self.yardstick}: max error against float64 "
                 f"{distance.compiled:.3g} against {self.yardstick}'s {distance.eager:.3g} (ratio {ratio} "
-                f"<= {self.multiple:g}, floor {self.floor(distance.atol):.3g})")
+                f"<= {self.multiple:g}, floor {self.floor(distance.atol):.3g}"
+                + (f", and {FLIP_MULTIPLE:g}x the {distance.flips:.3g} one flipped tie per quantizer moves it)" if self.quantized
+                   else ")"))
         elif verdict is Verdict.BEYOND_DEPTH:
             depth = "not counted" if distance.depth is None else f"{distance.depth} ops"
             relative = distance.compiled / distance.scale if distance.scale else math.inf
@@ -312,10 +344,11 @@ class Judge:
         elif verdict is Verdict.NOT_EAGERS_NONFINITE:
             output.message += f"; its NaN/Inf are not those of {self.yardstick}"
         else:
+            flips = f" + {FLIP_MULTIPLE:g}x {distance.flips:.3g}, one flipped tie per quantizer," if self.quantized else ""
             output.message += (
                 f"; against float64 the compiled output errs by {distance.compiled:.3g}, {ratio}x {self.yardstick}'s own "
-                f"{distance.eager:.3g} (more than {self.multiple:g}x + {self.floor(distance.atol):.3g}: a conversion "
-                f"error, not {(self.precision + ' ') if self.reduced else ''}rounding)")
+                f"{distance.eager:.3g} (more than {self.multiple:g}x{flips} + {self.floor(distance.atol):.3g}: a "
+                f"conversion error, not {(self.precision + ' ') if self.reduced else ''}rounding)")
 
     def judge_call(
         self,
@@ -334,6 +367,8 @@ class Judge:
         is judged (the tolerances' verdict stands) and the reason is returned for the report's notes."""
         if not self.reference or (comparison.passed and not self.reduced):  # the common case pays for no float64
             return ""
+        if self.quantized:
+            return self._judge_quantized(comparison, model, args, kwargs, expected, actual)
         exact, why, depth = float64_outputs_and_depth(model, args, kwargs, state)
         if exact is None:
             return f"{self.missing_reference} ({why})"
@@ -344,6 +379,22 @@ class Judge:
         if low is None:
             return f"{self.missing_reference} ({why})"
         self.judge_outputs(comparison, detached(low), actual, exact, depth)
+        return ""
+
+    def _judge_quantized(self, comparison: Comparison, model: Any, args: Sequence[Any], kwargs: Mapping[str, Any],
+                         expected: Any, actual: Any) -> str:
+        """``judge_call`` for a quantized model: the reference is the quantized graph in float64 (``model`` itself when
+        it is a graph holding quantizers, a segment; else the request's ``graph`` on the flat inputs), and how far
+        its outputs move when each quantizer flips its nearest tie is allowed besides (module docstring)."""
+        graph = model if isinstance(model, torch.fx.GraphModule) and any(is_quantize(n) for n in model.graph.nodes) else self.graph
+        inputs = tuple(args) if graph is model else tuple(flat_inputs(graph, args, kwargs))
+        exact, why, depth = float64_outputs_and_depth(graph, inputs, {})
+        flipped, _, _ = float64_outputs_and_depth(graph, inputs, {}, flip_ties=True)
+        if exact is None:
+            return f"{self.missing_reference} ({why})"
+        self.judge_outputs(comparison, expected, actual, exact, depth, flipped=flipped)
+        if graph is model:
+            _judge_quantizer_outputs(comparison, model, expected, actual)
         return ""
 
     @property
@@ -364,7 +415,7 @@ class Judge:
         its outputs ``actual`` against eager's ``expected``, judged as ``judge_call`` judges a model's, and why a
         reference could not run ("" when judged). At float32 the outputs are judged one by one, cheaply
         (``judge_values``: a sub-engine has an output per node), stopping at the first failure with ``first_failure``."""
-        if self.judges_every_output:
+        if self.judges_every_output or self.quantized:
             comparison = self.compare(list(expected), list(actual))
             return comparison, self.judge_call(comparison, module, tuple(inputs), {}, list(expected), list(actual))
         exact = (lambda: float64_outputs(module, tuple(inputs), {})[0]) if self.reference else None
@@ -462,6 +513,29 @@ class Judge:
             if math.isfinite(largest):  # a failure here is a failure; an element on the edge is judged again in full
                 return bool((error <= expected.abs().mul_(rtol).add_(atol)).all())
         return bool(torch.isclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True).all())
+
+
+def _judge_quantizer_outputs(comparison: Comparison, module: torch.fx.GraphModule, expected: Any, actual: Any) -> None:
+    """An output a quantizer makes itself (a segment's or a sub-engine's) is judged in that quantizer's steps against
+    eager's on the same input (``qdq.agree``): at the quantizer, one flipped tie moves a value a whole step, as much as
+    a scale a few percent off moves every value, so only the codes tell them apart."""
+    results = module.graph.output_node().args[0]
+    results = results if isinstance(results, (list, tuple)) else [results]
+    if not isinstance(expected, (list, tuple)) or len(results) != len(comparison.outputs):
+        return
+    for output, node, wanted, got in zip(comparison.outputs, results, expected, actual):
+        if not (isinstance(node, torch.fx.Node) and is_quantize(node) and isinstance(got, torch.Tensor)):
+            continue
+        fmt, amax = qdq.format_of(node.args[2], node.args[3]), constant_tensor(node.args[1])
+        if fmt is None or amax is None or got.shape != wanted.shape:
+            continue
+        steps = qdq.steps_apart(got, wanted, amax, fmt)
+        if not qdq.agree(steps):
+            output.passed, output.verdict = False, Verdict.CONVERSION
+            output.message += (f"; a quantizer's own output: {int((steps > qdq.APART).sum())} of {steps.numel()} values are off "
+                               f"TensorRT's arithmetic on the same input, by up to {float(steps.max()):.3g} step(s), more "
+                               "than ties at one step: a conversion error")
+    comparison.passed = all(output.passed for output in comparison.outputs)
 
 
 def _same_nonfinite(reference: torch.Tensor, value: torch.Tensor) -> bool:

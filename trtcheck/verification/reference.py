@@ -21,6 +21,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
+from trtcheck import qdq
 from trtcheck.dtypes import PRECISION_DTYPES
 from trtcheck.engines.precision import round_tf32
 from trtcheck.verification.inputs import cloned
@@ -36,7 +37,8 @@ def float64_outputs(
 
 
 def float64_outputs_and_depth(
-    model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any], state: Mapping[str, torch.Tensor] | None = None
+    model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any], state: Mapping[str, torch.Tensor] | None = None,
+    flip_ties: bool = False,
 ) -> tuple[Any, str, int]:
     """``model``'s outputs on ``args``/``kwargs`` computed in float64 and ``""``; or None and why it could not run.
 
@@ -57,7 +59,7 @@ def float64_outputs_and_depth(
     wide = tree_map(widen, (cloned(tuple(args)), cloned(dict(kwargs))))
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
-    mode = _RoundWhereTheModelCasts()
+    mode = _FlipNearestTies() if flip_ties else _RoundWhereTheModelCasts()
     try:
         with torch.no_grad(), unfused_attention(), mode:
             return twin(*wide[0], **wide[1]), "", mode.depth
@@ -171,6 +173,19 @@ class _RoundWhereTheModelCasts(TorchDispatchMode):
             if target in _ROUNDED:
                 return func(*args, **kwargs).to(torch.float64)
         return func(*args, **kwargs)
+
+
+class _FlipNearestTies(_RoundWhereTheModelCasts):
+    """The float64 reference with, at every quantizer (``trtcheck.quantize_op``), the one code nearest a rounding tie
+    moved one step to the other side: what an engine whose float32 arithmetic lands that input on the other side of
+    the tie computes (``qdq.flip_nearest_tie``). How far the outputs then move is the quantized judge's measure of
+    rounding (``judge.Distance.flips``)."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        if func is torch.ops.trtcheck.quantize_op.default:
+            out = qdq.flip_nearest_tie(args[0], out, args[1], qdq.format_of(args[2], args[3]))
+        return out
 
 
 @torch.compiler.disable  # eager ``torch.cond`` runs under ``torch.compile``, which must not trace the mode's entry

@@ -20,6 +20,7 @@ from trtcheck.text import plural
 from trtcheck.verification.equivalence import Comparison
 from trtcheck.verification.findings import Localization
 from trtcheck.verification.invariants import Violation
+from trtcheck.verification.quantizers import QuantizerCheck
 from trtcheck.verification.ranges import RangeFinding, describe_findings
 
 
@@ -40,6 +41,7 @@ class VerificationReport:
     notes: list[str] = field(default_factory=list)  # what the checks could not do, and why
     localization: Localization | None = None  # where a mismatch comes from (localize.py), on the first failing input set
     range_findings: list[RangeFinding] = field(default_factory=list)  # precision fp16/bf16: nodes leaving its range
+    quantizers: list[QuantizerCheck] = field(default_factory=list)  # a quantized model: each quantizer alone
 
     @property
     def passed(self) -> bool:
@@ -77,6 +79,10 @@ class VerificationReport:
             lines.append(f"engine {engine.label}: {plural(engine.nodes, 'compute node')} on {self.backend}")
         if self.range_findings:
             lines.append(describe_findings(self.range_findings, self.settings.precision)[0])
+        if self.quantizers:
+            worst = min(check.matched for check in self.quantizers)
+            lines.append(f"{plural(len(self.quantizers), 'quantizer')} built alone, each as TensorRT computes it (codes "
+                         f"matched on the first input set: at least {worst:.4%}; ties at one step allowed)")
         return lines
 
     def __str__(self) -> str:

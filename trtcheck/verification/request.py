@@ -10,6 +10,7 @@ it. ``verify``'s keyword API is unchanged: it builds the request from its keywor
 
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 import operator
@@ -102,6 +103,15 @@ class VerifyRequest:
         object.__setattr__(self, "settings", compiling.settings)
         object.__setattr__(self, "resolved_backend", compiling.backend)
         object.__setattr__(self, "judge", Judge.of(self.settings, self.rtol, self.atol, self.reference))
+
+    def judged_by(self, judge: Judge) -> VerifyRequest:
+        """This request judging by ``judge``: the quantized rule, chosen once the lowered graph shows quantizers
+        (``Judge.for_graph``); everything else as it was checked."""
+        if judge is self.judge:
+            return self
+        changed = copy.copy(self)
+        object.__setattr__(changed, "judge", judge)
+        return changed
 
     def recorded_options(self) -> dict[str, Any]:
         """The options a repro folder records (``verify.json``) and its ``repro.py`` passes back to ``verify``: those

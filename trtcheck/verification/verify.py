@@ -42,6 +42,7 @@ from trtcheck.verification.inputs import InputSet, compared_input_sets
 from trtcheck.verification.invariants import Violation, check_invariants, fallback_violations, segment_count_violations
 from trtcheck.verification.localize import localized
 from trtcheck.verification.modes import call_mode_violations, grad_mode_violations, mode_output_violations
+from trtcheck.verification.quantizers import quantizer_checks
 from trtcheck.verification.ranges import compiled_range_findings
 from trtcheck.verification.report import VerificationReport
 from trtcheck.verification.repro import write_repro
@@ -138,6 +139,7 @@ def verify_request(
     cache.bind(eager, before)
     try:
         compiled = compile_request(source.lowerable, args, request.compile_request, kwargs)
+        request = request.judged_by(request.judge.for_graph(compiled.partition.graph_module))  # quantized: its rule
         report = VerificationReport(request.name or type(source.lowerable).__name__, request.settings, request.resolved_backend,
                                     compiled.partition, compile_times=compiled.compile_times, engine=engine)
         report.violations = _soundness_violations(compiled, source, request, before)
@@ -157,6 +159,10 @@ def verify_request(
         if request.judge.narrows_range:  # fp16/bf16 leave float32's range; tf32 keeps it, nothing to find
             report.range_findings, note = compiled_range_findings(compiled, args, kwargs, request.judge.precision)
             report.notes += [note] if note else []
+        if request.judge.quantized:
+            report.quantizers = quantizer_checks(compiled, input_sets[0], kwargs, request.resolved_backend)
+            report.violations += [Violation("quantizer", str(check), node=check.node) for check in report.quantizers
+                                  if not check.passed]
         failing = next((i for i, comparison in enumerate(report.comparisons) if not comparison.passed), None)
         if failing is not None and request.localize_budget > 0:
             report.localization = localized(compiled, input_sets[failing], kwargs, request.resolved_backend, request.judge,

@@ -14,6 +14,7 @@ from trtcheck.conversion.ops import (  # noqa: F401 - imported for their registr
     norm,
     padding,
     pool,
+    quantize,
     reduction,
     resize,
     scatter,

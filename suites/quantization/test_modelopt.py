@@ -1,0 +1,99 @@
+"""NVIDIA ModelOpt's quantized models (explicit Q/DQ: TensorRT 11's only quantization) compile and verify on CPU.
+
+Needs ``nvidia-modelopt`` (``pip install -e '.[quant]'``; ``dev`` has it): skipped without it, saying so. Models are
+quantized with ModelOpt's own configs and calibrated on random data, as a user does before deploying.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import trtcheck
+from suites.verification.planted import off_by, planted, run_repro
+from trtcheck.partitioning.reasons import Target
+
+mtq = pytest.importorskip("modelopt.torch.quantization", reason="needs nvidia-modelopt: pip install -e '.[quant]'")
+
+ONE = trtcheck.Settings(min_block_size=1)
+ORT = "onnxruntime"
+QUANTIZE = torch.ops.trtcheck.quantize_op.default
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(4, 8, 3, padding=1), nn.Conv2d(8, 16, 3, padding=1)
+
+    def forward(self, x):
+        return self.c2(torch.relu(self.c1(x)))  # the relu feeds c2's input quantizer
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(32, 64), nn.Linear(64, 16)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+SHAPES = {ConvNet: (2, 4, 16, 16), MLP: (4, 32)}
+
+
+def quantized(cls: type, config: str) -> tuple[nn.Module, tuple[torch.Tensor]]:
+    torch.manual_seed(0)
+    shape = SHAPES[cls]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = mtq.quantize(cls().eval(), getattr(mtq, config), lambda m: [m(torch.randn(shape)) for _ in range(4)])
+    return model, (torch.randn(shape),)
+
+
+def in_pytorch(partition) -> list[str]:
+    return [n.name for s in partition.segments if s.target is Target.TORCH for n in s.nodes if n.target is QUANTIZE]
+
+
+CASES = [(ConvNet, "INT8_DEFAULT_CFG"), (ConvNet, "FP8_DEFAULT_CFG"), (MLP, "INT8_DEFAULT_CFG"), (MLP, "FP8_DEFAULT_CFG")]
+
+
+@pytest.mark.parametrize("cls, config", CASES, ids=[f"{c.__name__}-{cfg.split('_')[0]}" for c, cfg in CASES])
+def test_modelopt_models_convert_every_quantizer_and_verify(cls, config):
+    model, inputs = quantized(cls, config)
+    report = trtcheck.verify(model, inputs, ONE, backend=ORT)
+    assert in_pytorch(report.partition) == [] and report.partition.summary().startswith("1 segment")
+    assert len(report.quantizers) == 4 and all(check.passed for check in report.quantizers), str(report)
+    if config.startswith("INT8") and cls is ConvNet:  # per-channel weights, amax [C, 1, 1, 1]
+        weights = [n for n in report.partition.graph_module.graph.nodes if n.target is QUANTIZE and "weight" in n.name + str(n.meta)]
+        assert weights
+
+
+def test_exporting_puts_every_quantizer_back_as_it_was():
+    model, inputs = quantized(ConvNet, "INT8_DEFAULT_CFG")
+    before = {name: getattr(m, "backend", None) for name, m in model.named_modules()}
+    expected = model(*inputs)
+    trtcheck.compile(model, inputs, ONE, backend=ORT)
+    assert {name: getattr(m, "backend", None) for name, m in model.named_modules()} == before
+    assert torch.equal(model(*inputs), expected)
+
+
+@pytest.mark.parametrize("cls, config, node, module", [
+    (ConvNet, "INT8_DEFAULT_CFG", "quantize_op_2", "c2.input_quantizer"),
+    (MLP, "FP8_DEFAULT_CFG", "quantize_op", "fc1.input_quantizer"),
+    (ConvNet, "FP8_DEFAULT_CFG", "quantize_op_3", "c2.weight_quantizer"),
+], ids=["int8-activation", "fp8-activation", "fp8-weight"])
+def test_a_quantizer_converted_two_percent_off_fails_and_is_named_with_its_module_and_line(cls, config, node, module, tmp_path):
+    model, inputs = quantized(cls, config)
+    with planted(QUANTIZE, {node}, off_by(1.02)):
+        with pytest.raises(trtcheck.VerificationError) as caught:
+            trtcheck.verify(model, inputs, ONE, backend=ORT, report_dir=tmp_path)
+        assert run_repro(caught.value.report.repro) == 1  # the folder fails alone (the planted converter registered)
+    report = caught.value.report
+    failing = [check for check in report.quantizers if not check.passed]
+    assert [check.node for check in failing] == [node]
+    assert module in failing[0].where and f"{__file__.rsplit('/', 1)[-1]}:" in failing[0].where
+    assert report.localization is not None and report.localization.culprit is not None
+    assert report.localization.culprit.node == node

@@ -1,0 +1,161 @@
+"""trtcheck's quantizer op computes what TensorRT's Q/DQ layers compute, and its converter builds them (no ModelOpt
+needed: these models call ``trtcheck.quantize_op`` themselves, as a ModelOpt model does once lowered)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from onnx import TensorProto, helper, numpy_helper
+from torch import nn
+
+import trtcheck
+from trtcheck import qdq
+from trtcheck.partitioning.reasons import Target
+
+ONE = trtcheck.Settings(min_block_size=1)
+ORT = "onnxruntime"
+
+
+def ort_qdq(x: torch.Tensor, scale: torch.Tensor, zero_type: int, axis: int | None = None) -> torch.Tensor:
+    """ONNX Runtime's QuantizeLinear -> DequantizeLinear of ``x`` (float32): the arithmetic TensorRT's parser builds."""
+    per_axis = scale.dim() == 1
+    zero = helper.make_tensor("zero", zero_type, list(scale.shape), [0] * scale.numel())
+    attrs = {"axis": axis} if per_axis else {}
+    graph = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "scale", "zero"], ["q"], **attrs),
+         helper.make_node("DequantizeLinear", ["q", "scale", "zero"], ["y"], **attrs)],
+        "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor("scale", TensorProto.FLOAT, list(scale.shape), scale.tolist() if per_axis else [float(scale)]), zero],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 9
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return torch.from_numpy(session.run(None, {"x": x.numpy()})[0])
+
+
+def awkward_values(amax: float) -> torch.Tensor:
+    """Random values, values past amax (saturation), and exact ties of INT8's rounding (k + 0.5 steps)."""
+    torch.manual_seed(0)
+    step = amax / 127
+    ties = (torch.arange(-20, 20, dtype=torch.float32) + 0.5) * step
+    return torch.cat([torch.randn(4000) * amax / 2, torch.tensor([amax * 3, -amax * 3, 0.0, -0.0]), ties])
+
+
+@pytest.mark.parametrize("fmt, zero_type", [(qdq.INT8, TensorProto.INT8), (qdq.FP8, TensorProto.FLOAT8E4M3FN)], ids=["int8", "fp8"])
+def test_the_op_is_bit_exact_with_onnx_runtimes_q_dq_per_tensor(fmt, zero_type):
+    amax = torch.tensor(2.7)
+    x = awkward_values(2.7)
+    ours = qdq.quantize_op(x, amax, fmt.num_bits, fmt.exponent_bits, False, False)
+    theirs = ort_qdq(x, qdq.scale_of(amax, fmt, torch.float32), zero_type)
+    assert torch.equal(ours, theirs)
+
+
+def test_int8_per_channel_on_axis_0_is_bit_exact_with_onnx_runtime():
+    torch.manual_seed(1)
+    w = torch.randn(8, 4, 3, 3)
+    amax = w.abs().amax(dim=(1, 2, 3), keepdim=True) * 0.8  # some values saturate
+    ours = qdq.quantize_op(w, amax, 8, 0, False, False)
+    theirs = ort_qdq(w, qdq.scale_of(amax, qdq.INT8, torch.float32).reshape(-1), TensorProto.INT8, axis=0)
+    assert torch.equal(ours, theirs)
+
+
+def test_in_float64_the_codes_are_decided_in_float64_and_agree_with_float32_but_at_ties():
+    x = awkward_values(2.7)[:4000]
+    amax = torch.tensor(2.7)
+    wide = qdq.quantize_op(x.double(), amax, 8, 0, False, False)
+    assert wide.dtype == torch.float64
+    steps = qdq.steps_apart(qdq.quantize_op(x, amax, 8, 0, False, False), wide, amax, qdq.INT8)
+    assert qdq.agree(steps) and float(steps.max()) <= 1
+
+
+def test_steps_apart_tells_a_flipped_tie_from_a_scale_two_percent_off():
+    torch.manual_seed(2)
+    x, amax = torch.randn(2000), torch.tensor(3.0)
+    for fmt in (qdq.INT8, qdq.FP8):
+        right = qdq.quantize_op(x, amax, fmt.num_bits, fmt.exponent_bits, False, False)
+        flipped = qdq.flip_nearest_tie(x, right, amax, fmt)
+        one = qdq.steps_apart(flipped, right, amax, fmt)
+        assert int((one > 0).sum()) == 1 and float(one.max()) == pytest.approx(1.0), fmt  # one value, one step
+        assert qdq.agree(one)
+        off = qdq.steps_apart(right * 1.02, right, amax, fmt)
+        assert not qdq.agree(off), fmt
+
+
+def test_a_tiny_amax_quantizes_to_zeros_and_an_unknown_format_is_refused():
+    x = torch.randn(10)
+    assert torch.equal(qdq.quantize_op(x, torch.tensor(0.0), 8, 0, False, False), torch.zeros(10))
+    with pytest.raises(NotImplementedError, match="neither INT8"):
+        qdq.quantize_op(x, torch.tensor(1.0), 4, 0, False, False)
+
+
+class Quantized(nn.Module):
+    """Two Linear layers with their input and weight quantized as ModelOpt's lowered graphs hold them."""
+
+    def __init__(self, fmt: qdq.QuantFormat = qdq.INT8, weight_amax: str = "channel", unsigned: bool = False):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1, self.fc2 = nn.Linear(16, 32), nn.Linear(32, 8)
+        self.fmt, self.unsigned = fmt, unsigned
+        self.register_buffer("a1", torch.tensor(3.0))
+        self.register_buffer("a2", torch.tensor(2.0))
+        amax = {"channel": lambda w: w.abs().amax(dim=1, keepdim=True), "tensor": lambda w: w.abs().max(),
+                "axis1": lambda w: w.abs().amax(dim=0, keepdim=True)}[weight_amax]
+        self.register_buffer("w1", amax(self.fc1.weight.detach()))
+        self.register_buffer("w2", amax(self.fc2.weight.detach()))
+
+    def q(self, x, amax):
+        return torch.ops.trtcheck.quantize_op(x, amax, self.fmt.num_bits, self.fmt.exponent_bits, self.unsigned, False)
+
+    def forward(self, x):
+        h = torch.relu(nn.functional.linear(self.q(x, self.a1), self.q(self.fc1.weight, self.w1), self.fc1.bias))
+        return nn.functional.linear(self.q(h, self.a2), self.q(self.fc2.weight, self.w2), self.fc2.bias)
+
+
+def quantizers_in_pytorch(partition) -> list[str]:
+    return [node.name for segment in partition.segments if segment.target is Target.TORCH for node in segment.nodes
+            if node.target is torch.ops.trtcheck.quantize_op.default]
+
+
+@pytest.mark.parametrize("fmt, weights", [(qdq.INT8, "channel"), (qdq.INT8, "tensor"), (qdq.FP8, "tensor")],
+                         ids=["int8-per-channel", "int8-per-tensor", "fp8"])
+def test_every_quantizer_converts_and_verify_passes_with_each_checked_alone(fmt, weights):
+    model = Quantized(fmt, weights).eval()
+    inputs = (torch.randn(4, 16),)
+    report = trtcheck.verify(model, inputs, ONE, backend=ORT)
+    assert quantizers_in_pytorch(report.partition) == []
+    assert len(report.quantizers) == 4 and all(check.passed and check.mismatched == 0 for check in report.quantizers)
+    assert "4 quantizers built alone" in str(report)
+
+
+@pytest.mark.parametrize("fmt, weights, unsigned, reason", [
+    (qdq.FP8, "channel", False, "FP8 per channel"),
+    (qdq.INT8, "axis1", False, "per channel on axis 0 only"),
+    (qdq.INT8, "tensor", True, "unsigned=True"),
+], ids=["fp8-per-channel", "int8-axis-1", "unsigned"])
+def test_what_torch_tensorrt_cannot_build_runs_in_pytorch_with_the_reason(fmt, weights, unsigned, reason):
+    model = Quantized(fmt, weights, unsigned).eval()
+    partition = trtcheck.partition(model, (torch.randn(4, 16),), ONE)
+    refused = quantizers_in_pytorch(partition)
+    assert refused, partition.explain()
+    assert reason in partition.explain()
+    trtcheck.verify(model, (torch.randn(4, 16),), ONE, backend=ORT)  # in PyTorch, the arithmetic is the same op's
+
+
+def test_the_onnx_is_q_dq_with_the_formats_zero_point():
+    from trtcheck.conversion import segment_to_onnx
+    from trtcheck.lowering import lower
+
+    model_amax = Quantized(qdq.FP8, "tensor").eval()
+    gm = lower(model_amax, (torch.randn(4, 16),))
+    model = segment_to_onnx(gm)
+    ops = [node.op_type for node in model.graph.node]
+    assert ops.count("QuantizeLinear") == ops.count("DequantizeLinear") == 4
+    initializers = {init.name: init for init in model.graph.initializer}
+    quantizers = [node for node in model.graph.node if node.op_type == "QuantizeLinear"]
+    assert {initializers[node.input[2]].data_type for node in quantizers} == {TensorProto.FLOAT8E4M3FN}
+    scales = sorted(float(numpy_helper.to_array(initializers[node.input[1]])) for node in quantizers)
+    weight_scales = [float(amax) / 448 for amax in (model_amax.w1, model_amax.w2)]
+    assert np.allclose(scales, sorted([3.0 / 448, 2.0 / 448, *weight_scales]), rtol=1e-7)  # amax / 448, in float32
