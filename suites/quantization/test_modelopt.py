@@ -6,6 +6,8 @@ quantized with ModelOpt's own configs and calibrated on random data, as a user d
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -97,3 +99,32 @@ def test_a_quantizer_converted_two_percent_off_fails_and_is_named_with_its_modul
     assert module in failing[0].where and f"{__file__.rsplit('/', 1)[-1]}:" in failing[0].where
     assert report.localization is not None and report.localization.culprit is not None
     assert report.localization.culprit.node == node
+
+
+@pytest.mark.parametrize("config", ["INT8_DEFAULT_CFG", "FP8_DEFAULT_CFG"])
+def test_an_amax_fifty_times_too_small_passes_as_faithful_and_tops_the_quantizers_that_cost_accuracy(config):
+    model, inputs = quantized(ConvNet, config)
+    quantizer = model.c2.input_quantizer
+    quantizer.amax = quantizer.amax / 50  # a bad calibration: most of c2's input clips
+    report = trtcheck.verify(model, inputs, ONE, backend=ORT)  # the engine computes that badly quantized model faithfully
+    loss = report.quantization
+    assert loss is not None and len(loss.ranked) == 4
+    assert loss.ranked[0].node == "quantize_op_2" and "c2.input_quantizer" in loss.ranked[0].where
+    assert loss.ranked[0].removed > 0.5 * loss.loss  # leaving it out saves most of what quantizing costs
+    assert "quantization costs" in str(report) and "c2.input_quantizer" in str(report).split("quantization costs")[1]
+
+
+def test_a_saved_quantized_program_loads_and_verifies(tmp_path):
+    """A ``.pt2`` calls ModelOpt's ops, which ``torch.export.load`` resolves only once ModelOpt registered them."""
+    from modelopt.torch.quantization.utils import export_torch_mode
+
+    model, inputs = quantized(MLP, "FP8_DEFAULT_CFG")
+    with torch.no_grad(), export_torch_mode():
+        program = torch.export.export(model, inputs)
+    path = tmp_path / "fp8_mlp.pt2"
+    torch.export.save(program, path)
+    script = (f"import trtcheck; report = trtcheck.verify({str(path)!r}, settings=trtcheck.Settings(min_block_size=1), "
+              "backend='onnxruntime'); print(report.partition.summary(), len(report.quantizers))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)  # ModelOpt not imported
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1].endswith("0 Torch (0 compute nodes) 4")

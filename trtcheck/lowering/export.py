@@ -29,7 +29,7 @@ from trtcheck.errors import LoweringError
 from trtcheck.lowering.decompositions import core_aten_table, kept_whole
 from trtcheck.lowering.graph import copy_graph_module, dead_nodes, is_aten_graph, writes_to
 from trtcheck.lowering.inputs import check_dynamic_shapes, check_program_inputs, dim_names_of, program_ranges
-from trtcheck.lowering.quantized import quantized_export
+from trtcheck.lowering.quantized import quantized_export, register_modelopt_ops
 from trtcheck.lowering.symbols import DIM_NAMES, RANGES
 
 
@@ -151,7 +151,9 @@ def keeps(gm: torch.fx.GraphModule, keep: Callable[[Any], bool] | None) -> bool:
 
 
 def _load_program(path: str | os.PathLike) -> torch.export.ExportedProgram:
-    """A ``.pt2`` file saved by ``torch.export.save``, loaded to be lowered as exported."""
+    """A ``.pt2`` file saved by ``torch.export.save``, loaded to be lowered as exported (ModelOpt's quantize ops
+    registered first where the program holds them: ``quantized.register_modelopt_ops``)."""
+    register_modelopt_ops(path)
     try:
         return torch.export.load(path)
     except Exception as error:  # torch.export.load raises many types for a bad file

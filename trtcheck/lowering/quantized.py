@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
+import zipfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
 from trtcheck import qdq
+from trtcheck.errors import LoweringError
 
 _BACKEND = "trtcheck_export"
 _QUANTIZER_CLASSES = ("TensorQuantizer", "SequentialQuantizer")
@@ -79,6 +82,27 @@ def quantized_export(model: torch.nn.Module) -> Iterator[None]:
         hooks.unregister_quant_backend(_BACKEND)
 
 
+def register_modelopt_ops(path: str | os.PathLike) -> None:
+    """Register ModelOpt's ``tensorrt::`` ops (by importing its quantization package) when the ``.pt2`` at ``path``
+    calls them, so that ``torch.export.load`` can resolve them; a ``LoweringError`` naming the fix where ModelOpt is
+    not installed. A file that is no zip archive is left to ``torch.export.load`` to refuse."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            calls = any(b"tensorrt.quantize_op" in archive.read(name) or b"tensorrt.dynamic_block_quantize_op" in archive.read(name)
+                        for name in archive.namelist() if name.endswith(".json"))
+    except (OSError, zipfile.BadZipFile):
+        return
+    if not calls:
+        return
+    try:
+        importlib.import_module("modelopt.torch.quantization")  # registers tensorrt::quantize_op and its siblings
+    except ImportError as error:
+        raise LoweringError(
+            f"{os.fspath(path)} holds NVIDIA ModelOpt's quantize ops (tensorrt.quantize_op), which only ModelOpt defines "
+            f"({type(error).__name__}: {error}). Fix: pip install 'trtcheck[quant]' (nvidia-modelopt), then load it again"
+        ) from error
+
+
 def _trtcheck_quantize(input: torch.Tensor, amax: torch.Tensor, num_bits: int, exponent_bits: int, unsigned: bool = False,
                        narrow_range: bool = False, *_: Any) -> torch.Tensor:
     """``tensorrt.quantize_op`` as trtcheck's op (later ModelOpt versions append arguments Torch-TensorRT ignores)."""
@@ -100,4 +124,4 @@ def is_quantize(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and node.target is torch.ops.trtcheck.quantize_op.default
 
 
-__all__ = ["is_quantize", "quantize_decompositions", "quantized_export", "quantizers"]
+__all__ = ["is_quantize", "quantize_decompositions", "quantized_export", "quantizers", "register_modelopt_ops"]

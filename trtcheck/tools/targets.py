@@ -30,7 +30,8 @@ from typing import Any
 
 import torch
 
-from trtcheck.errors import ModelLoadError
+from trtcheck.errors import LoweringError, ModelLoadError
+from trtcheck.lowering.quantized import register_modelopt_ops
 
 __all__ = ["MODEL_FORMS", "LoadedModel", "ModelLoadError", "load_model"]
 
@@ -106,6 +107,10 @@ def _load_program(path: Path) -> LoadedModel:
         raise ModelLoadError(
             f"{path}: no such file; save a program with torch.export.save(torch.export.export(model, args), {str(path)!r})"
         )
+    try:
+        register_modelopt_ops(path)  # a quantized program calls ModelOpt's ops, which load only once registered
+    except LoweringError as error:
+        raise ModelLoadError(str(error)) from None
     logger = logging.getLogger("torch.export")  # it logs a traceback before raising for a bad file
     level = logger.level
     logger.setLevel(logging.ERROR)

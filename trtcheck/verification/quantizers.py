@@ -1,4 +1,4 @@
-"""Each quantizer of a quantized model checked alone: its engine's codes against TensorRT's arithmetic, same input.
+"""A quantized model's quantizers: each checked alone against TensorRT's arithmetic, and what each costs the model.
 
 A model's outputs can hide a wrong quantizer (one flipped FP8 code moves an output as much as a scale 2% off), and
 a right one can look wrong there (an engine's float32 arithmetic lands an input near a rounding tie on its other
@@ -17,15 +17,17 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.utils import _pytree as pytree
 
 from trtcheck import qdq
-from trtcheck.lowering.graph import constant_tensor, flat_inputs
+from trtcheck.lowering.graph import constant_tensor, copy_graph_module, flat_inputs
 from trtcheck.lowering.quantized import is_quantize
 from trtcheck.partitioning.reasons import Target
 from trtcheck.provenance import node_source
 from trtcheck.values import cloned
 from trtcheck.verification.probes import dense, engine_of, subgraph_module
 from trtcheck.verification.recording import Values, record_eager
+from trtcheck.verification.reference import float64_outputs
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,83 @@ def check_quantizers(gm: torch.fx.GraphModule, nodes: Sequence[torch.fx.Node], v
     return found
 
 
+MAX_RANKED = 64
+"""The most quantizers ranked by their cost: two float64 runs of the graph each."""
+
+
+@dataclass(frozen=True)
+class QuantizerCost:
+    """What one quantizer costs: the loss of the model with it alone quantized (``alone``) and how much of the whole
+    model's loss goes when it alone is left unquantized (``removed``), both relative to the outputs' scale."""
+
+    node: str
+    where: str
+    alone: float
+    removed: float
+
+
+@dataclass(frozen=True)
+class QuantizationLoss:
+    """The accuracy a quantized model loses to its quantization, separately from the verdict (a faithful engine of a
+    badly quantized model passes): ``loss`` is the largest error of the quantized model against the float model (the
+    same graph with every quantizer as identity), both in float64, relative to the float outputs' largest magnitude;
+    ``ranked`` the quantizers by what leaving each one out saves, most first."""
+
+    loss: float
+    ranked: list[QuantizerCost]
+    not_ranked: int = 0
+
+    def lines(self, count: int = 3) -> list[str]:
+        head = (f"quantization costs {self.loss:.3g} of the outputs' scale against the float model (both in float64); "
+                f"the quantizers that cost most, left out one at a time:")
+        rows = [f"  {cost.node} (from {cost.where or 'a node trtcheck made'}): leaving it out saves {cost.removed:.3g}, "
+                f"alone it costs {cost.alone:.3g}" for cost in self.ranked[:count]]
+        more = [f"  ({self.not_ranked} more quantizers not ranked: at most {MAX_RANKED} are)"] if self.not_ranked else []
+        return [head, *rows, *more]
+
+
+def _relative_error(value: Any, reference: Any) -> float:
+    """The largest ``|value - reference|`` over every floating output, relative to the reference's largest value."""
+    pairs = [(v, r) for v, r in zip(pytree.tree_leaves(value), pytree.tree_leaves(reference))
+             if isinstance(v, torch.Tensor) and v.is_floating_point() and v.shape == r.shape]
+    scale = max((float(r.abs().max()) for _, r in pairs if r.numel()), default=0.0)
+    error = max((float((v - r).abs().max()) for v, r in pairs if v.numel()), default=0.0)
+    return error / scale if scale else error
+
+
+def _identity_at(gm: torch.fx.GraphModule, names: set[str]) -> torch.fx.GraphModule:
+    """A copy of ``gm`` whose quantizers named ``names`` pass their input through unquantized."""
+    copy = copy_graph_module(gm)
+    for node in list(copy.graph.nodes):
+        if is_quantize(node) and node.name in names:
+            node.replace_all_uses_with(node.args[0])
+            copy.graph.erase_node(node)
+    copy.recompile()
+    return copy
+
+
+def quantization_loss(gm: torch.fx.GraphModule, flat: Sequence[Any]) -> QuantizationLoss | None:
+    """What quantization costs ``gm`` on the flat inputs ``flat`` (``QuantizationLoss``), each quantizer quantized
+    alone and left out alone, as ranking by a per-quantizer error (its MSE) misjudges what reaches the outputs; None
+    where the graph does not run in float64."""
+    quantizers = [node for node in gm.graph.nodes if is_quantize(node)]
+    everyone = {node.name for node in quantizers}
+    quantized, _ = float64_outputs(gm, tuple(flat), {})
+    exact, _ = float64_outputs(_identity_at(gm, everyone), tuple(flat), {})
+    if quantized is None or exact is None:
+        return None
+    loss, costs = _relative_error(quantized, exact), []
+    for node in quantizers[:MAX_RANKED]:
+        alone, _ = float64_outputs(_identity_at(gm, everyone - {node.name}), tuple(flat), {})
+        without, _ = float64_outputs(_identity_at(gm, {node.name}), tuple(flat), {})
+        if alone is None or without is None:
+            continue
+        costs.append(QuantizerCost(node.name, node_source(node), _relative_error(alone, exact),
+                                   loss - _relative_error(without, exact)))
+    costs.sort(key=lambda cost: (-cost.removed, -cost.alone))
+    return QuantizationLoss(loss, costs, max(0, len(quantizers) - MAX_RANKED))
+
+
 def quantizer_checks(compiled: Any, input_set: Sequence[Any], kwargs: Mapping[str, Any], backend: str) -> list[QuantizerCheck]:
     """``check_quantizers`` for every quantizer in ``compiled``'s engines, on one of ``verify``'s input sets (eager's
     values recorded on the lowered graph; the given values are not changed)."""
@@ -115,4 +194,13 @@ def quantizer_checks(compiled: Any, input_set: Sequence[Any], kwargs: Mapping[st
     return check_quantizers(gm, nodes, values, backend, compiled.partition.settings)
 
 
-__all__ = ["QuantizerCheck", "check_quantizers", "converted_quantizers", "quantizer_checks"]
+def quantization_costs(compiled: Any, input_set: Sequence[Any], kwargs: Mapping[str, Any]) -> QuantizationLoss | None:
+    """``quantization_loss`` of a compiled module's lowered graph on one of ``verify``'s input sets."""
+    gm = compiled.partition.graph_module
+    return quantization_loss(gm, flat_inputs(gm, cloned(tuple(input_set)), cloned(dict(kwargs))))
+
+
+__all__ = [
+    "MAX_RANKED", "QuantizationLoss", "QuantizerCheck", "QuantizerCost", "check_quantizers", "converted_quantizers",
+    "quantization_costs", "quantization_loss", "quantizer_checks",
+]

@@ -20,7 +20,7 @@ from trtcheck.text import plural
 from trtcheck.verification.equivalence import Comparison
 from trtcheck.verification.findings import Localization
 from trtcheck.verification.invariants import Violation
-from trtcheck.verification.quantizers import QuantizerCheck
+from trtcheck.verification.quantizers import QuantizationLoss, QuantizerCheck
 from trtcheck.verification.ranges import RangeFinding, describe_findings
 
 
@@ -42,6 +42,7 @@ class VerificationReport:
     localization: Localization | None = None  # where a mismatch comes from (localize.py), on the first failing input set
     range_findings: list[RangeFinding] = field(default_factory=list)  # precision fp16/bf16: nodes leaving its range
     quantizers: list[QuantizerCheck] = field(default_factory=list)  # a quantized model: each quantizer alone
+    quantization: QuantizationLoss | None = None  # a quantized model: what quantizing costs it, and which quantizers
 
     @property
     def passed(self) -> bool:
@@ -83,6 +84,8 @@ class VerificationReport:
             worst = min(check.matched for check in self.quantizers)
             lines.append(f"{plural(len(self.quantizers), 'quantizer')} built alone, each as TensorRT computes it (codes "
                          f"matched on the first input set: at least {worst:.4%}; ties at one step allowed)")
+        if self.quantization is not None:
+            lines += self.quantization.lines()
         return lines
 
     def __str__(self) -> str:
@@ -107,6 +110,8 @@ class VerificationReport:
                 lines += [f"    {line}" for line in str(comparison).splitlines()]
         if self.localization is not None:
             lines += [f"  {line}" for line in str(self.localization).splitlines()]
+        if self.quantization is not None and not self.passed:
+            lines += [f"  {line}" for line in self.quantization.lines()]
         if not self.passed:
             lines += [f"  {line}" for line in describe_findings(self.range_findings, self.settings.precision)]
             lines.append("  partition explained (Partition.explain):")

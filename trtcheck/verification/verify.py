@@ -42,7 +42,7 @@ from trtcheck.verification.inputs import InputSet, compared_input_sets
 from trtcheck.verification.invariants import Violation, check_invariants, fallback_violations, segment_count_violations
 from trtcheck.verification.localize import localized
 from trtcheck.verification.modes import call_mode_violations, grad_mode_violations, mode_output_violations
-from trtcheck.verification.quantizers import quantizer_checks
+from trtcheck.verification.quantizers import quantization_costs, quantizer_checks
 from trtcheck.verification.ranges import compiled_range_findings
 from trtcheck.verification.report import VerificationReport
 from trtcheck.verification.repro import write_repro
@@ -161,6 +161,7 @@ def verify_request(
             report.notes += [note] if note else []
         if request.judge.quantized:
             report.quantizers = quantizer_checks(compiled, input_sets[0], kwargs, request.resolved_backend)
+            report.quantization = quantization_costs(compiled, input_sets[0], kwargs)
             report.violations += [Violation("quantizer", str(check), node=check.node) for check in report.quantizers
                                   if not check.passed]
         failing = next((i for i, comparison in enumerate(report.comparisons) if not comparison.passed), None)
