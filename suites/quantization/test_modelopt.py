@@ -128,3 +128,43 @@ def test_a_saved_quantized_program_loads_and_verifies(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)  # ModelOpt not imported
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1].endswith("0 Torch (0 compute nodes) 4")
+
+
+def test_the_quantizer_search_finds_the_bad_quantizer_and_its_printed_fix_holds():
+    from trtcheck.verification.quant_search import search_quantizers
+
+    model, inputs = quantized(ConvNet, "FP8_DEFAULT_CFG")
+    model.c2.input_quantizer.amax = model.c2.input_quantizer.amax / 50
+    found = search_quantizers(model, inputs, max_loss=0.1)
+    assert found.loss > 0.1 and found.found and found.left_out == ["c2.input_quantizer"], str(found)
+    assert "mtq.disable_quantizer(model, pattern)" in str(found)
+    for path in found.left_out:  # the fix as printed
+        mtq.disable_quantizer(model, f"*{path}")
+    report = trtcheck.verify(model, inputs, ONE, backend=ORT)
+    assert report.quantization.loss <= 0.1 and len(report.quantizers) == 3
+    assert search_quantizers(model, inputs, max_loss=0.1).left_out == []
+
+
+FACTORY = '''
+import torch
+import modelopt.torch.quantization as mtq
+
+
+def build():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16)).eval()
+    model = mtq.quantize(model, mtq.FP8_DEFAULT_CFG, lambda m: [m(torch.randn(4, 32)) for _ in range(4)])
+    return model, (torch.randn(4, 32),)
+'''
+
+
+def test_the_cli_searches_quantizers_with_precision_quant(tmp_path, monkeypatch, capsys):
+    from trtcheck.tools.cli import main
+
+    (tmp_path / "qnet.py").write_text(FACTORY)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["precision", "qnet:build", "--quant", "--max-loss", "0.5"]) == 0
+    assert "within the bound with every quantizer on: nothing to leave out" in capsys.readouterr().out
+    assert main(["precision", "qnet:build", "--quant"]) == 2
+    assert "needs --max-loss" in capsys.readouterr().err

@@ -164,6 +164,10 @@ def _precision(args: argparse.Namespace) -> int:
     none is needed), 1 when even every engine node in float32 fails."""
     from trtcheck.verification.fp32_search import search_fp32_nodes  # deferred: it imports torch
 
+    if args.quant:
+        return _quantizers(args)
+    if args.max_loss is not None:
+        raise TrtcheckError("--max-loss bounds the quantizer search: add --quant")
     if args.precision in (None, "fp32"):
         raise TrtcheckError("trtcheck precision needs --precision fp16 or --precision bf16 (fp32 keeps every node in float32)")
     if args.fp32_nodes:
@@ -178,6 +182,25 @@ def _precision(args: argparse.Namespace) -> int:
         )
     print(found)
     return 0 if found.fp32_nodes is not None else 1
+
+
+def _quantizers(args: argparse.Namespace) -> int:
+    """``precision --quant``: the ModelOpt quantizers to leave unquantized for the outputs to stay within
+    ``--max-loss`` of the float model: exit 0 when a set is found (or none is needed), 1 when none is."""
+    from trtcheck.verification.quant_search import search_quantizers  # deferred: it imports torch
+
+    if args.max_loss is None:
+        raise TrtcheckError("trtcheck precision --quant needs --max-loss: the largest loss against the float model, "
+                            "relative to the outputs' scale (0.01: 1%)")
+    if args.precision not in (None, "fp32"):
+        raise TrtcheckError("trtcheck precision --quant searches quantizers at fp32: drop --precision")
+    loaded = _load(args.model)
+    with _still_working(f"searching the quantizers of {loaded.name}"):
+        found = search_quantizers(loaded.eager_model(), loaded.example_inputs, args.max_loss,
+                                  example_kwargs=loaded.example_kwargs, num_inputs=args.num_inputs, seed=args.seed,
+                                  name=loaded.name)
+    print(found)
+    return 0 if found.found else 1
 
 
 PROGRESS_EVERY_S = 10.0  # how often a long verify says it is still working
@@ -351,6 +374,10 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--budget", type=float, default=300.0, metavar="SECONDS", help="stop shrinking the set after this long")
     pre.add_argument("--num-inputs", type=int, default=3, metavar="N", help="input sets: the example, then N-1 random ones")
     pre.add_argument("--seed", type=int, default=0, help="seed of the random input sets")
+    pre.add_argument("--quant", action="store_true", help="a ModelOpt-quantized model: search the quantizers to leave "
+                     "unquantized instead (with --max-loss)")
+    pre.add_argument("--max-loss", type=float, default=None, metavar="LOSS", help="with --quant: the largest loss "
+                     "against the float model, relative to the outputs' scale (0.01: 1%%)")
     pre.set_defaults(run=_precision)
 
     cmp = commands.add_parser(

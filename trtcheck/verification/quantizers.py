@@ -141,7 +141,7 @@ class QuantizationLoss:
         return [head, *rows, *more]
 
 
-def _relative_error(value: Any, reference: Any) -> float:
+def relative_error(value: Any, reference: Any) -> float:
     """The largest ``|value - reference|`` over every floating output, relative to the reference's largest value."""
     pairs = [(v, r) for v, r in zip(pytree.tree_leaves(value), pytree.tree_leaves(reference))
              if isinstance(v, torch.Tensor) and v.is_floating_point() and v.shape == r.shape]
@@ -150,7 +150,7 @@ def _relative_error(value: Any, reference: Any) -> float:
     return error / scale if scale else error
 
 
-def _identity_at(gm: torch.fx.GraphModule, names: set[str]) -> torch.fx.GraphModule:
+def identity_at(gm: torch.fx.GraphModule, names: set[str]) -> torch.fx.GraphModule:
     """A copy of ``gm`` whose quantizers named ``names`` pass their input through unquantized."""
     copy = copy_graph_module(gm)
     for node in list(copy.graph.nodes):
@@ -168,17 +168,17 @@ def quantization_loss(gm: torch.fx.GraphModule, flat: Sequence[Any]) -> Quantiza
     quantizers = [node for node in gm.graph.nodes if is_quantize(node)]
     everyone = {node.name for node in quantizers}
     quantized, _ = float64_outputs(gm, tuple(flat), {})
-    exact, _ = float64_outputs(_identity_at(gm, everyone), tuple(flat), {})
+    exact, _ = float64_outputs(identity_at(gm, everyone), tuple(flat), {})
     if quantized is None or exact is None:
         return None
-    loss, costs = _relative_error(quantized, exact), []
+    loss, costs = relative_error(quantized, exact), []
     for node in quantizers[:MAX_RANKED]:
-        alone, _ = float64_outputs(_identity_at(gm, everyone - {node.name}), tuple(flat), {})
-        without, _ = float64_outputs(_identity_at(gm, {node.name}), tuple(flat), {})
+        alone, _ = float64_outputs(identity_at(gm, everyone - {node.name}), tuple(flat), {})
+        without, _ = float64_outputs(identity_at(gm, {node.name}), tuple(flat), {})
         if alone is None or without is None:
             continue
-        costs.append(QuantizerCost(node.name, node_source(node), _relative_error(alone, exact),
-                                   loss - _relative_error(without, exact)))
+        costs.append(QuantizerCost(node.name, node_source(node), relative_error(alone, exact),
+                                   loss - relative_error(without, exact)))
     costs.sort(key=lambda cost: (-cost.removed, -cost.alone))
     return QuantizationLoss(loss, costs, max(0, len(quantizers) - MAX_RANKED))
 
@@ -202,5 +202,5 @@ def quantization_costs(compiled: Any, input_set: Sequence[Any], kwargs: Mapping[
 
 __all__ = [
     "MAX_RANKED", "QuantizationLoss", "QuantizerCheck", "QuantizerCost", "check_quantizers", "converted_quantizers",
-    "quantization_costs", "quantization_loss", "quantizer_checks",
+    "identity_at", "quantization_costs", "quantization_loss", "quantizer_checks", "relative_error",
 ]
