@@ -7,7 +7,8 @@
     models.names(tags=["fallback"])  # the hand-written fallback models
 
 Importing the package registers the torchvision models, the hand-written models and, where ``transformers``
-is installed (the ``hf`` extra), the tiny Hugging Face models;
+is installed (the ``hf`` extra), the tiny Hugging Face models; where ``nvidia-modelopt`` is (the ``quant`` extra), the
+quantized models, which only a pattern naming them selects (``names("quantized_*")``);
 ``models.register`` adds more (say, a user's own model) under a new name.
 """
 
@@ -21,6 +22,7 @@ from .dynamic_models import DYNAMIC_ZOO  # isort: skip
 from .control_flow_models import CONTROL_FLOW_ZOO  # isort: skip
 from .user_models import USER_ZOO  # isort: skip
 from .hf_models import HF_UNAVAILABLE, HF_ZOO  # isort: skip
+from .quantized_models import QUANTIZED_UNAVAILABLE, QUANTIZED_ZOO  # isort: skip
 
 # Every built-in entry, torchvision first. Filter by tag to skip the slow ones: names(exclude_tags=["heavy"]).
 DEFAULT_ZOO: tuple[str, ...] = TORCHVISION_ZOO + FALLBACK_ZOO + CORRECTNESS_ZOO + DYNAMIC_ZOO + CONTROL_FLOW_ZOO + USER_ZOO + HF_ZOO
@@ -33,6 +35,8 @@ __all__ = [
     "FALLBACK_ZOO",
     "HF_UNAVAILABLE",
     "HF_ZOO",
+    "QUANTIZED_UNAVAILABLE",
+    "QUANTIZED_ZOO",
     "TORCHVISION_ZOO",
     "USER_ZOO",
     "Factory",

@@ -90,13 +90,21 @@ def get(name: str) -> ZooEntry:
         raise KeyError(f"no zoo entry named {name!r}{hint}") from None
 
 
+OPT_IN: frozenset[str] = frozenset({"quantized"})
+"""Tags of entries that "every model" (no pattern, or ``"*"``) leaves out: slow to verify, they are selected by a
+pattern or a tag that names them (``"quantized_*"``, ``tags=["quantized"]``)."""
+
+
 def names(pattern: str | None = None, *, tags: Iterable[str] = (), exclude_tags: Iterable[str] = ()) -> list[str]:
     """Registered names in registration order, filtered by a glob and by tags.
 
     ``pattern`` is an ``fnmatch`` glob (``"resnet*"``, ``"*net*"``); a plain name matches only itself.
-    An entry is kept when it has every tag in ``tags`` and none in ``exclude_tags``.
+    An entry is kept when it has every tag in ``tags`` and none in ``exclude_tags``; entries tagged ``OPT_IN`` only
+    when the pattern is not "every model" or ``tags`` names their tag.
     """
     required, excluded = frozenset(tags), frozenset(exclude_tags)
+    if pattern in (None, "*"):
+        excluded |= OPT_IN - required
     return [
         name
         for name, entry in _ZOO.items()

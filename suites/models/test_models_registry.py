@@ -109,3 +109,13 @@ def test_every_float32_set_of_the_zoo_names_nodes_of_its_graph_and_says_why():
         names = {node.name for node in trtcheck.lower(model, inputs).graph.nodes}
         for precision, nodes in entry.fp32_nodes.items():
             assert precision in ("fp16", "bf16") and set(nodes) <= names, (entry.name, precision, nodes)
+
+
+def test_quantized_entries_are_opt_in_every_model_leaves_them_out_a_pattern_or_tag_naming_them_selects_them():
+    if models.QUANTIZED_UNAVAILABLE:
+        pytest.skip(models.QUANTIZED_UNAVAILABLE)
+    assert models.QUANTIZED_ZOO and all(name.startswith("quantized_") for name in models.QUANTIZED_ZOO)
+    assert not set(models.QUANTIZED_ZOO) & set(models.names()) and models.names("*") == models.names()
+    assert models.names("quantized_*") == list(models.QUANTIZED_ZOO) == models.names(tags=["quantized"])
+    assert models.names("quantized_resnet18_int8") == ["quantized_resnet18_int8"]
+    assert {"quantized", "int8", "torchvision"} <= models.get("quantized_resnet18_int8").tags
