@@ -22,7 +22,7 @@ from .dynamic_models import DYNAMIC_ZOO  # isort: skip
 from .control_flow_models import CONTROL_FLOW_ZOO  # isort: skip
 from .user_models import USER_ZOO  # isort: skip
 from .hf_models import HF_UNAVAILABLE, HF_ZOO  # isort: skip
-from .quantized_models import QUANTIZED_UNAVAILABLE, QUANTIZED_ZOO  # isort: skip
+from .quantized_models import QUANTIZED_UNAVAILABLE, QUANTIZED_ZOO, base_model  # isort: skip
 
 # Every built-in entry, torchvision first. Filter by tag to skip the slow ones: names(exclude_tags=["heavy"]).
 DEFAULT_ZOO: tuple[str, ...] = TORCHVISION_ZOO + FALLBACK_ZOO + CORRECTNESS_ZOO + DYNAMIC_ZOO + CONTROL_FLOW_ZOO + USER_ZOO + HF_ZOO
@@ -41,6 +41,7 @@ __all__ = [
     "USER_ZOO",
     "Factory",
     "ZooEntry",
+    "base_model",
     "get",
     "names",
     "make_nontrivial",

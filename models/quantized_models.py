@@ -25,7 +25,7 @@ from torch import nn
 
 from .registry import ZooEntry, get, register, seeded
 
-__all__ = ["QUANTIZED_UNAVAILABLE", "QUANTIZED_ZOO"]
+__all__ = ["QUANTIZED_UNAVAILABLE", "QUANTIZED_ZOO", "base_model"]
 
 IMAGE = 64  # a quarter of the classifiers' own size: verify runs every quantizer alone and twice in float64
 CALIBRATION_SETS = 4
@@ -46,6 +46,12 @@ def _base(name: str) -> tuple[nn.Module, tuple[Any, ...]]:
     if name in ("resnet18", "mobilenet_v3_small"):
         inputs = (torch.randn(1, 3, IMAGE, IMAGE),)
     return model, inputs
+
+
+def base_model(name: str) -> nn.Module:
+    """The float model the quantized entry ``name`` quantizes, with the same weights (its base entry is seeded)."""
+    base = name.removeprefix("quantized_").rsplit("_", 1)[0]
+    return get(base).build()[0]
 
 
 def _build(base: str, fmt: str) -> tuple[nn.Module, tuple[Any, ...]]:
