@@ -126,7 +126,12 @@ def agree(steps: torch.Tensor) -> bool:
     ``TIE_FRACTION`` of them any distance away (``steps``: ``steps_apart``'s)."""
     if steps.numel() == 0:
         return True
-    return float(steps.max()) <= 1 + APART and int((steps > APART).sum()) <= TIE_FRACTION * steps.numel()
+    return within_ties(float(steps.max()), int((steps > APART).sum()), steps.numel())
+
+
+def within_ties(largest: float, differing: int, elements: int) -> bool:
+    """``agree``'s rule on its counts: the largest distance in steps, how many values differ, of how many."""
+    return largest <= 1 + APART and differing <= TIE_FRACTION * elements
 
 
 def flip_nearest_tie(input: torch.Tensor, output: torch.Tensor, amax: torch.Tensor, fmt: QuantFormat | None) -> torch.Tensor:
@@ -160,5 +165,5 @@ def flip_nearest_tie(input: torch.Tensor, output: torch.Tensor, amax: torch.Tens
 
 __all__ = [
     "APART", "FORMATS", "FP8", "INT8", "TIE_FRACTION", "TINY_AMAX", "QuantFormat", "agree", "flip_nearest_tie", "format_of",
-    "quantize_op", "scale_of", "steps_apart",
+    "quantize_op", "scale_of", "steps_apart", "within_ties",
 ]

@@ -46,7 +46,7 @@ class QuantizerCheck:
 
     @property
     def passed(self) -> bool:
-        return not self.error and self.steps <= 1 + qdq.APART and self.mismatched <= qdq.TIE_FRACTION * self.elements
+        return not self.error and qdq.within_ties(self.steps, self.mismatched, self.elements)
 
     @property
     def matched(self) -> float:
