@@ -17,6 +17,7 @@ from torch import nn
 import trtcheck
 from suites.verification.planted import off_by, planted, run_repro
 from trtcheck.partitioning.reasons import Target
+from trtcheck.verification.reduce import reduce_model
 
 mtq = pytest.importorskip("modelopt.torch.quantization", reason="needs nvidia-modelopt: pip install -e '.[quant]'")
 
@@ -99,6 +100,12 @@ def test_a_quantizer_converted_two_percent_off_fails_and_is_named_with_its_modul
     assert module in failing[0].where and f"{__file__.rsplit('/', 1)[-1]}:" in failing[0].where
     assert report.localization is not None and report.localization.culprit is not None
     assert report.localization.culprit.node == node
+    with planted(QUANTIZE, {node}, off_by(1.02)):
+        reduced = reduce_model(model, inputs, ONE, backend=ORT, out_dir=tmp_path / "reduced")
+        assert len(reduced.culprits) == 1 and reduced.culprits[0].nodes[-1] == node, str(reduced)  # trtcheck reduce too,
+        assert all(name.startswith("alias") for name in reduced.culprits[0].nodes[:-1])  # with its amax's alias at most
+        assert module in reduced.culprits[0].sources[0]
+        assert run_repro(reduced.culprits[0].repro) == 1  # its folder fails alone
 
 
 @pytest.mark.parametrize("config", ["INT8_DEFAULT_CFG", "FP8_DEFAULT_CFG"])

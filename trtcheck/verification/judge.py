@@ -48,6 +48,7 @@ from trtcheck.verification.inputs import detached
 from trtcheck.verification.reference import float64_outputs, float64_outputs_and_depth, reduced_precision_outputs
 
 if TYPE_CHECKING:
+    from trtcheck.partitioning.partition import Partition
     from trtcheck.settings import Settings
 
 REFERENCE_MULTIPLE = 3.0
@@ -163,6 +164,12 @@ class Judge:
     def of(cls, settings: Settings | None = None, rtol: float | None = None, atol: float | None = None, reference: bool = True) -> Judge:
         """The judge of a module compiled with ``settings`` (``judged_precision``: "tf32" for ``Settings.tf32``)."""
         return cls(judged_precision(settings), rtol, atol, reference)
+
+    @classmethod
+    def of_partition(cls, partition: Partition, rtol: float | None = None, atol: float | None = None) -> Judge:
+        """The judge of a module compiled as ``partition`` (a ``CompiledModule``'s): its settings' rule, the quantized
+        one where its lowered graph holds quantizers."""
+        return cls.of(partition.settings, rtol, atol).for_graph(partition.graph_module)
 
     def for_graph(self, graph: torch.fx.GraphModule) -> Judge:
         """This judge for a module compiled from ``graph``: the quantized rule where ``graph`` holds quantizers and
@@ -531,10 +538,12 @@ def _judge_quantizer_outputs(comparison: Comparison, module: torch.fx.GraphModul
             continue
         steps = qdq.steps_apart(got, wanted, amax, fmt)
         if not qdq.agree(steps):
+            why = (f"a quantizer's own output: {int((steps > qdq.APART).sum())} of {steps.numel()} values are off TensorRT's "
+                   f"arithmetic on the same input, by up to {float(steps.max()):.3g} step(s), more than ties at one step: a "
+                   "conversion error")
+            # an output the distance rule passed (one flipped tie may move a value as far) says only why it fails
+            output.message = why if output.passed else f"{output.message}; {why}"
             output.passed, output.verdict = False, Verdict.CONVERSION
-            output.message += (f"; a quantizer's own output: {int((steps > qdq.APART).sum())} of {steps.numel()} values are off "
-                               f"TensorRT's arithmetic on the same input, by up to {float(steps.max()):.3g} step(s), more "
-                               "than ties at one step: a conversion error")
     comparison.passed = all(output.passed for output in comparison.outputs)
 
 

@@ -63,7 +63,7 @@ def localize(
     clock = Budget(budget)
     found = Localization()
     settings = compiled.partition.settings
-    judge = Judge.of(settings, rtol, atol) if judge is None else judge
+    judge = Judge.of_partition(compiled.partition, rtol, atol) if judge is None else judge
     top = WalkedGraph.of(compiled.graph_module)
     walk = Walk(judge, clock, found)
     state = snapshot_state(top.gm)

@@ -157,7 +157,7 @@ def reduce_graph(
     clock = Budget(budget)
     found = Reduction(candidates=len(candidates))
     results: dict[frozenset, bool] = {}
-    judge = Judge.of(settings, rtol, atol)  # the one rule every set is judged by
+    judge = Judge.of(settings, rtol, atol).for_graph(gm)  # the one rule every set is judged by (quantized: its own)
 
     def fails(nodes: list[torch.fx.Node]) -> bool:
         key = frozenset(normalised(nodes))
@@ -237,7 +237,7 @@ def reduce_model(
     source = source_of(model, example_inputs, example_kwargs)
     compiled = compile_request(source.lowerable, source.example_args, request, source.example_kwargs)
     kwargs = dict(source.example_kwargs or {})
-    judge = Judge.of(compiled.partition.settings, rtol, atol)
+    judge = Judge.of_partition(compiled.partition, rtol, atol)
     stateful = bool(compiled_state(compiled))
     for _, input_set in compared_input_sets(compiled.signature, source.example_args, inputs, num_inputs, seed):
         state = snapshot_state(source.eager) if stateful else None
@@ -308,7 +308,7 @@ def _reduce_in_branch(
     eager's values inside it, its culprits (and repros) added to ``reduction``. Only that branch: an independent
     culprit in another branch, or in a later iteration, is found once this one is fixed. Returns where it reduced
     (None: localization found no engine failing inside a branch)."""
-    found = localize(compiled, flat, backend, budget=options.get("budget"), judge=Judge.of(compiled.partition.settings, rtol, atol))
+    found = localize(compiled, flat, backend, budget=options.get("budget"), judge=Judge.of_partition(compiled.partition, rtol, atol))
     graph = found.culprit_graph
     if graph is None or not graph.where:
         return None
