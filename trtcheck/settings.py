@@ -27,7 +27,7 @@ class Autocast:
     ``nodeclassifier``) as a policy that keeps more nodes in float32 under ``precision="fp16"``/``"bf16"``, so that
     trtcheck verifies the engine a Torch-TensorRT user of those settings deploys. A node stays in float32 when any rule
     holds (the engine applies them to the segment's ONNX nodes by the fx node each came from:
-    ``trtcheck.engines.mixed_precision``):
+    ``trtcheck.compiler.mixed_precision``):
 
     - ``excluded_nodes``: regular expressions ``re.match``-ed against the lowered graph's node name (Torch-TensorRT
       matches the innermost module path of the node's ``nn_module_stack``, which trtcheck's ONNX does not record);
@@ -256,8 +256,11 @@ def _validate_engine_settings(settings: Settings) -> None:
     if not isinstance(precision, str) or precision not in PRECISIONS:
         aliases = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
         spelled = isinstance(precision, str) or type(precision).__name__ == "dtype"  # a torch.dtype, without importing torch
-        alias = aliases.get(str(precision).removeprefix("torch.")) if spelled else None
+        name = str(precision).removeprefix("torch.") if spelled else ""
+        alias = aliases.get(name.lower()) or (name.lower() if name.lower() in PRECISIONS and name != name.lower() else None)
         hint = f": write {alias!r}" if alias else ""
+        if name.lower() == "tf32":  # the plugin's --trtcheck-precision spelling: TF32 is float32 with a builder flag
+            hint = ": TF32 is float32 with TF32 matmuls and convolutions: write Settings(precision='fp32', tf32=True)"
         raise SettingsError(f"precision must be one of {', '.join(map(repr, PRECISIONS))}, got {precision!r}{hint}")
     size = settings.workspace_size
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
