@@ -236,7 +236,8 @@ BAD_SETTINGS = {
         lambda: Settings(precision="fp16", autocast=Autocast(calibration={"relu": "big"})), r"calibration entries must be node name",
     ),
     "autocast_op_typo": (
-        lambda: Settings(precision="fp16", autocast=Autocast(excluded_ops=("aten::rleu",))), r"unknown op 'aten::rleu'.*aten::relu",
+        lambda: Settings(precision="fp16", autocast=Autocast(excluded_ops=("aten::rleu",))),
+        r"^Autocast.excluded_ops: unknown op 'aten::rleu'.*aten::relu",  # the field the user wrote, not fp32_nodes
     ),
     "autocast_op_not_an_op": (
         lambda: Settings(precision="fp16", autocast=Autocast(excluded_ops=("relu",))), r"excluded_ops entries are op names",

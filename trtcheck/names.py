@@ -150,13 +150,14 @@ def is_op_name(spec: str) -> bool:
     return "::" in spec or "." in spec
 
 
-def resolve_fp32_nodes(specs: Iterable[str]) -> Fp32Nodes:
+def resolve_fp32_nodes(specs: Iterable[str], setting: str = "fp32_nodes") -> Fp32Nodes:
     """``Settings.fp32_nodes`` resolved: op names checked against PyTorch's registry (a typo suggests the nearest
-    real names), node names kept as they are (checked against the lowered graph by the partitioner)."""
+    real names), node names kept as they are (checked against the lowered graph by the partitioner). ``setting``:
+    the field an error names, the one the user wrote."""
     names, ops = set(), set()
     for spec in specs:
         if is_op_name(spec):
-            ops.add(str(resolve_op(spec, "fp32_nodes")))
+            ops.add(str(resolve_op(spec, setting)))
         else:
             names.add(spec)
     return Fp32Nodes(frozenset(names), frozenset(ops))
@@ -333,7 +334,7 @@ def resolve_autocast_ops(specs: Iterable[str]) -> Fp32Nodes:
         if not is_op_name(spec):
             raise SettingsError(f"Autocast.excluded_ops entries are op names like 'aten::softmax' or 'aten.flatten.using_ints', "
                                 f"got {spec!r}; keep a node by its name with Autocast.excluded_nodes or Settings.fp32_nodes")
-    return resolve_fp32_nodes(ops)
+    return resolve_fp32_nodes(ops, "Autocast.excluded_ops")
 
 
 def checked_settings(settings: Settings | None) -> Settings:

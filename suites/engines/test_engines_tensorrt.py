@@ -280,6 +280,8 @@ def test_another_version_is_refused_naming_it_and_the_range(trt, sub_model, vers
         ({"precision": "float16"}, r"precision must be one of 'fp32', 'fp16', 'bf16', got 'float16': write 'fp16'"),
         ({"precision": torch.bfloat16}, r"got torch.bfloat16: write 'bf16'"),
         ({"precision": "int8"}, r"precision must be one of .*got 'int8'$"),
+        ({"precision": "FP16"}, r"got 'FP16': write 'fp16'$"),
+        ({"precision": "tf32"}, r"got 'tf32': TF32 is float32 .*Settings\(precision='fp32', tf32=True\)$"),
         ({"workspace_size": -1}, r"workspace_size must be a number of bytes >= 0"),
         ({"workspace_size": 1.5e9}, r"workspace_size must be a number of bytes >= 0 .*\(float\)"),
         ({"workspace_size": True}, r"workspace_size must be a number of bytes"),

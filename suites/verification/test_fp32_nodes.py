@@ -128,6 +128,18 @@ def test_a_node_name_the_graph_does_not_have_is_named_with_the_graphs_nodes():
         trtcheck.compile(*exp_sum(), dataclasses.replace(FP16, fp32_nodes=["layer_norm"]), backend="onnxruntime")
 
 
+@pytest.mark.parametrize("autocast, field", [
+    (trtcheck.Autocast(excluded_ops=("aten::square",)), r"Autocast.excluded_ops: 'aten.square'"),
+    (trtcheck.Autocast(excluded_nodes=("layer_norm.*",)), r"Autocast.excluded_nodes: 'layer_norm.\*'"),
+    (trtcheck.Autocast(calibration={"softmax": 3.0}), r"Autocast.calibration: 'softmax'"),
+], ids=["excluded_ops", "excluded_nodes", "calibration"])
+def test_autocast_entries_matching_no_node_are_refused_as_fp32_nodes_are(autocast, field):
+    """The same mistake in ``fp32_nodes`` is refused; in ``Autocast`` it was silently ignored. The error names the
+    field the user wrote."""
+    with pytest.raises(SettingsError, match=field + r" matches no node of the lowered graph.*exp"):
+        trtcheck.partition(*exp_sum(), dataclasses.replace(FP16, autocast=autocast))
+
+
 @pytest.mark.slow
 def test_the_search_finds_a_set_from_which_no_node_can_be_dropped():
     model, inputs = exp_sum()

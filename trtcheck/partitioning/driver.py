@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ import torch.fx
 from trtcheck.errors import GraphMustChange, PartitionError, SettingsError, UnmatchedOpError
 from trtcheck.lowering.export import lower
 from trtcheck.lowering.graph import copy_graph_module, gc_paused, written_values
-from trtcheck.names import ModuleMatcher, checked_settings, resolve_fp32_nodes, resolve_modules, resolve_ops
+from trtcheck.names import ModuleMatcher, checked_settings, resolve_autocast_ops, resolve_fp32_nodes, resolve_modules, resolve_ops
 from trtcheck.partitioning.boundaries import GraphChanges, apply_min_block_size, enforce_tensor_boundaries, segment_index
 from trtcheck.partitioning.control_flow import isolate_control_flow, partition_branches
 from trtcheck.partitioning.decisions import Support, follow_producers, initial_targets, support_check_of
@@ -28,7 +29,7 @@ from trtcheck.partitioning.order import WRITES, may_write_cached, state_order
 from trtcheck.partitioning.partition import Partition, Segment, boundary_bytes, merge_adjacent
 from trtcheck.partitioning.reasons import Reason, Target
 from trtcheck.partitioning.segmentation import SEGMENTERS, Segmenter, dependency_aware
-from trtcheck.settings import Settings
+from trtcheck.settings import Autocast, Settings
 
 
 def partition(
@@ -110,20 +111,29 @@ def _check_forced_ops_matched(result: Partition) -> None:
 
 
 def _check_fp32_nodes_matched(result: Partition) -> None:
-    """An ``fp32_nodes`` entry that names no node of the lowered graph (a node name from another model, or from
-    before a change of lowering) keeps nothing in float32: a ``SettingsError`` naming it and the graph's nodes."""
+    """An ``fp32_nodes`` entry, or an ``Autocast`` entry naming ops, nodes or calibrated values, that matches no node
+    of the lowered graph (a node name from another model, or from before a change of lowering; an op the model does
+    not call) keeps nothing in float32: a ``SettingsError`` naming the field the user wrote and the graph's nodes."""
+    policy = Autocast.of(result.settings.autocast)
     fp32_nodes = resolve_fp32_nodes(result.settings.fp32_nodes)
-    if not fp32_nodes:  # nothing to match (the common case: no walk over every node)
-        return
+    if not fp32_nodes and (policy is None or not (policy.excluded_ops or policy.excluded_nodes or policy.calibration)):
+        return  # nothing to match (the common case: no walk over every node)
     graphs = [part.graph_module.graph for _, part in result.walk()]
-    unmatched = fp32_nodes.unmatched(graphs)
-    if unmatched:
-        names = [node.name for graph in graphs for node in graph.nodes if node.op == "call_function"]
-        shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-        raise SettingsError(
-            f"fp32_nodes: {', '.join(map(repr, unmatched))} matches no node of the lowered graph, so it would keep "
-            f"nothing in float32. Name a node of the graph (Partition.explain lists them: {shown}) or an op it calls"
-        )
+    names = [node.name for graph in graphs for node in graph.nodes if node.op == "call_function"]
+    unmatched = [("fp32_nodes", fp32_nodes.unmatched(graphs))]
+    if policy is not None:
+        unmatched += [
+            ("Autocast.excluded_ops", resolve_autocast_ops(policy.excluded_ops).unmatched(graphs)),
+            ("Autocast.excluded_nodes", [p for p in policy.excluded_nodes if not any(re.match(p, name) for name in names)]),
+            ("Autocast.calibration", sorted(set(policy.calibration or {}) - {n.name for g in graphs for n in g.nodes})),
+        ]
+    for field, entries in unmatched:
+        if entries:
+            shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+            raise SettingsError(
+                f"{field}: {', '.join(map(repr, entries))} matches no node of the lowered graph, so it would keep "
+                f"nothing in float32. Name a node of the graph (Partition.explain lists them: {shown}) or an op it calls"
+            )
 
 
 def _partition_graph(

@@ -19,14 +19,7 @@ import pytest
 
 import trtcheck  # the root, errors and presets import no torch: the plugin loads in every pytest session
 from trtcheck.errors import UnmatchedOpError
-from trtcheck.testing.session import TrtcheckOptions, TrtcheckSession, session_of
-
-FIXTURES = frozenset({
-    "trtcheck_settings", "trtcheck_compile", "trtcheck_verify", "trtcheck_model", "trtcheck_preset", "trtcheck_model_entry",
-    "trtcheck_lowered", "trtcheck_benchmark", "trtcheck_variant", "trtcheck_precision",
-})
-"""The fixtures that make a test part of the verification matrix (marked ``trtcheck``: run only with ``--trtcheck``);
-``trtcheck_preset`` and ``trtcheck_model_entry`` are parametrized by the plugin's ``pytest_generate_tests``."""
+from trtcheck.testing.session import FIXTURES, TrtcheckOptions, TrtcheckSession, session_of  # noqa: F401 - FIXTURES: its old home
 
 
 @pytest.fixture

@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 
-from trtcheck.testing.fixtures import FIXTURES
 from trtcheck.testing.session import (
     ALLOW_FALLBACKS_HELP,
+    FIXTURES,
     LOCALIZE_BUDGET_HELP,
     MARKER,
     OPTIONS,

@@ -72,6 +72,17 @@ class TrtcheckOptions:
 HarnessConfig = TrtcheckOptions
 """The former name of ``TrtcheckOptions``, kept for suites that import it."""
 
+FIXTURES = frozenset({
+    "trtcheck_settings", "trtcheck_compile", "trtcheck_verify", "trtcheck_model", "trtcheck_preset", "trtcheck_model_entry",
+    "trtcheck_lowered", "trtcheck_benchmark", "trtcheck_variant", "trtcheck_precision",
+})
+"""The fixtures that make a test part of the verification matrix (marked ``trtcheck``: run only with ``--trtcheck``);
+``trtcheck_preset`` and ``trtcheck_model_entry`` are parametrized by the plugin's ``pytest_generate_tests``. Defined here, not
+beside the fixtures, so that the plugin need not import ``fixtures``: pytest imports that module itself (``pytest_plugins``),
+and a module imported before pytest does cannot have its asserts rewritten (a ``PytestAssertRewriteWarning`` in every
+run, an error under ``filterwarnings = error``)."""
+
+
 class TrtcheckSession:
     """One pytest run's trtcheck state: ``options`` (its ``TrtcheckOptions``), and the reading and writing of what its
     tests collect (module docstring)."""
