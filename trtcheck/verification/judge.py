@@ -45,7 +45,7 @@ from trtcheck.lowering.graph import constant_tensor, flat_inputs
 from trtcheck.lowering.quantized import is_quantize
 from trtcheck.verification.equivalence import Comparison, OutputComparison, compare_outputs, default_tolerances, render_path
 from trtcheck.verification.inputs import detached
-from trtcheck.verification.reference import float64_outputs, float64_outputs_and_depth, reduced_precision_outputs
+from trtcheck.verification.reference import Float64Model, float64_outputs, float64_outputs_and_depth, reduced_precision_outputs
 
 if TYPE_CHECKING:
     from trtcheck.partitioning.partition import Partition
@@ -395,8 +395,12 @@ class Judge:
         its outputs move when each quantizer flips its nearest tie is allowed besides (module docstring)."""
         graph = model if isinstance(model, torch.fx.GraphModule) and any(is_quantize(n) for n in model.graph.nodes) else self.graph
         inputs = tuple(args) if graph is model else tuple(flat_inputs(graph, args, kwargs))
-        exact, why, depth = float64_outputs_and_depth(graph, inputs, {})
-        flipped, _, _ = float64_outputs_and_depth(graph, inputs, {}, flip_ties=True)
+        try:
+            wide = Float64Model(graph)  # cast once, run twice
+        except Exception as error:  # noqa: BLE001 - a graph that cannot be copied or cast has no reference
+            return f"{self.missing_reference} (the graph could not be copied to float64: {type(error).__name__}: {error})"
+        exact, why, depth = wide.run(inputs, {})
+        flipped, _, _ = wide.run(inputs, {}, flip_ties=True)
         if exact is None:
             return f"{self.missing_reference} ({why})"
         self.judge_outputs(comparison, expected, actual, exact, depth, flipped=flipped)

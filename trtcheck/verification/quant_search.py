@@ -18,11 +18,9 @@ import torch
 
 from trtcheck.lowering.export import lower
 from trtcheck.lowering.graph import flat_inputs
-from trtcheck.lowering.quantized import is_quantize
 from trtcheck.provenance import module_stack
 from trtcheck.verification.inputs import draw_input_sets
-from trtcheck.verification.quantizers import identity_at, quantization_loss, relative_error
-from trtcheck.verification.reference import float64_outputs
+from trtcheck.verification.quantizers import QuantizedGraph, quantization_loss, relative_error
 
 
 @dataclass
@@ -79,15 +77,14 @@ def search_quantizers(
         raise ValueError(f"max_loss={max_loss!r}: the largest loss against the float model, relative to the outputs' scale, >= 0")
     kwargs = dict(example_kwargs or {})
     gm = lower(model, tuple(example_inputs), kwargs)
-    quantizers = [node for node in gm.graph.nodes if is_quantize(node)]
+    graph = QuantizedGraph(gm)
     sets = draw_input_sets(tuple(example_inputs), None, num_inputs, seed)
     flats = [flat_inputs(gm, s, kwargs) for s in [sets[0], *sets[2:]]]  # the example once
-    everyone = {node.name for node in quantizers}
-    exact = [float64_outputs(identity_at(gm, everyone), tuple(flat), {})[0] for flat in flats]
+    everyone = set(graph.index)
+    exact = [graph.outputs(flat, everyone) for flat in flats]
 
     def loss(left_out: set[str]) -> float:
-        graph = identity_at(gm, left_out)
-        return max(relative_error(float64_outputs(graph, tuple(flat), {})[0], reference) for flat, reference in zip(flats, exact))
+        return max(relative_error(graph.outputs(flat, left_out), reference) for flat, reference in zip(flats, exact))
 
     label = name or type(model).__name__
     found = QuantizerSearch(label, float(max_loss), loss(set()), input_sets=len(flats))
@@ -107,7 +104,7 @@ def search_quantizers(
     for node in list(reversed(chosen)):  # one-minimal: drop whatever the others make unnecessary
         if len(chosen) > 1 and loss(set(chosen) - {node}) <= max_loss:
             chosen.remove(node)
-    by_name = {node.name: node for node in quantizers}
+    by_name = {node.name: node for node in graph.quantizers}
     found.left_out = [_path(by_name[node]) for node in chosen]
     found.loss_left_out = loss(set(chosen))
     return found

@@ -11,7 +11,7 @@ check names the quantizer by its node, its ModelOpt module path and source line,
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,14 +20,14 @@ import torch.fx
 from torch.utils import _pytree as pytree
 
 from trtcheck import qdq
-from trtcheck.lowering.graph import constant_tensor, copy_graph_module, flat_inputs
+from trtcheck.lowering.graph import constant_tensor, flat_inputs
 from trtcheck.lowering.quantized import is_quantize
 from trtcheck.partitioning.reasons import Target
 from trtcheck.provenance import node_source
 from trtcheck.values import cloned
 from trtcheck.verification.probes import dense, engine_of, subgraph_module
 from trtcheck.verification.recording import Values, record_eager
-from trtcheck.verification.reference import float64_outputs
+from trtcheck.verification.reference import Float64Model
 
 
 @dataclass(frozen=True)
@@ -150,37 +150,39 @@ def relative_error(value: Any, reference: Any) -> float:
     return error / scale if scale else error
 
 
-def identity_at(gm: torch.fx.GraphModule, names: set[str]) -> torch.fx.GraphModule:
-    """A copy of ``gm`` whose quantizers named ``names`` pass their input through unquantized."""
-    copy = copy_graph_module(gm)
-    for node in list(copy.graph.nodes):
-        if is_quantize(node) and node.name in names:
-            node.replace_all_uses_with(node.args[0])
-            copy.graph.erase_node(node)
-    copy.recompile()
-    return copy
+class QuantizedGraph:
+    """A quantized graph in float64, cast once, run with any set of its quantizers left out (passing their input
+    through, as a disabled ModelOpt quantizer exports no node): the float model is every quantizer left out. Its
+    quantizers are counted in graph order, the order a call runs them."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        self.quantizers = [node for node in gm.graph.nodes if is_quantize(node)]
+        self.index = {node.name: position for position, node in enumerate(self.quantizers)}
+        self.model = Float64Model(gm)
+
+    def outputs(self, flat: Sequence[Any], left_out: Iterable[str] = ()) -> Any:
+        """The outputs on ``flat`` with the quantizers named ``left_out`` passing their input through (None: it fails)."""
+        return self.model.run(tuple(flat), {}, left_out=frozenset(self.index[name] for name in left_out))[0]
 
 
 def quantization_loss(gm: torch.fx.GraphModule, flat: Sequence[Any]) -> QuantizationLoss | None:
     """What quantization costs ``gm`` on the flat inputs ``flat`` (``QuantizationLoss``), each quantizer quantized
     alone and left out alone, as ranking by a per-quantizer error (its MSE) misjudges what reaches the outputs; None
     where the graph does not run in float64."""
-    quantizers = [node for node in gm.graph.nodes if is_quantize(node)]
-    everyone = {node.name for node in quantizers}
-    quantized, _ = float64_outputs(gm, tuple(flat), {})
-    exact, _ = float64_outputs(identity_at(gm, everyone), tuple(flat), {})
+    graph = QuantizedGraph(gm)
+    everyone = set(graph.index)
+    quantized, exact = graph.outputs(flat), graph.outputs(flat, everyone)
     if quantized is None or exact is None:
         return None
     loss, costs = relative_error(quantized, exact), []
-    for node in quantizers[:MAX_RANKED]:
-        alone, _ = float64_outputs(identity_at(gm, everyone - {node.name}), tuple(flat), {})
-        without, _ = float64_outputs(identity_at(gm, {node.name}), tuple(flat), {})
+    for node in graph.quantizers[:MAX_RANKED]:
+        alone, without = graph.outputs(flat, everyone - {node.name}), graph.outputs(flat, {node.name})
         if alone is None or without is None:
             continue
         costs.append(QuantizerCost(node.name, node_source(node), relative_error(alone, exact),
                                    loss - relative_error(without, exact)))
     costs.sort(key=lambda cost: (-cost.removed, -cost.alone))
-    return QuantizationLoss(loss, costs, max(0, len(quantizers) - MAX_RANKED))
+    return QuantizationLoss(loss, costs, max(0, len(graph.quantizers) - MAX_RANKED))
 
 
 def quantizer_checks(compiled: Any, input_set: Sequence[Any], kwargs: Mapping[str, Any], backend: str) -> list[QuantizerCheck]:
@@ -201,6 +203,6 @@ def quantization_costs(compiled: Any, input_set: Sequence[Any], kwargs: Mapping[
 
 
 __all__ = [
-    "MAX_RANKED", "QuantizationLoss", "QuantizerCheck", "QuantizerCost", "check_quantizers", "converted_quantizers",
-    "identity_at", "quantization_costs", "quantization_loss", "quantizer_checks", "relative_error",
+    "MAX_RANKED", "QuantizationLoss", "QuantizedGraph", "QuantizerCheck", "QuantizerCost", "check_quantizers",
+    "converted_quantizers", "quantization_costs", "quantization_loss", "quantizer_checks", "relative_error",
 ]

@@ -37,8 +37,7 @@ def float64_outputs(
 
 
 def float64_outputs_and_depth(
-    model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any], state: Mapping[str, torch.Tensor] | None = None,
-    flip_ties: bool = False,
+    model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any], state: Mapping[str, torch.Tensor] | None = None
 ) -> tuple[Any, str, int]:
     """``model``'s outputs on ``args``/``kwargs`` computed in float64 and ``""``; or None and why it could not run.
 
@@ -52,24 +51,37 @@ def float64_outputs_and_depth(
     the count, and ``transformer_encoder_dynamic_seq`` got a depth of 1 and a false FAIL at fp16 from it.
     """
     try:
-        twin = _cast_twin(model, state, torch.float64)
+        wide = Float64Model(model, state)
     except Exception as error:  # noqa: BLE001 - a model that cannot be copied or cast has no reference
         return None, f"the model could not be copied to float64: {type(error).__name__}: {error}", 0
-    widen = lambda x: x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x  # noqa: E731
-    wide = tree_map(widen, (cloned(tuple(args)), cloned(dict(kwargs))))
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    mode = _FlipNearestTies() if flip_ties else _RoundWhereTheModelCasts()
-    try:
-        with torch.no_grad(), unfused_attention(), mode:
-            return twin(*wide[0], **wide[1]), "", mode.depth
-    except Exception as error:  # noqa: BLE001 - an op without a float64 kernel: the tolerances' verdict stands
-        text = str(error).strip()
-        return None, f"eager fails in float64: {type(error).__name__}: {text.splitlines()[0] if text else ''}", 0
-    finally:
-        torch.set_default_dtype(previous)
+    return wide.run(args, kwargs)
 
 
+class Float64Model:
+    """A model copied and cast to float64 once (``float64_outputs_and_depth`` says how), to be run as often as needed:
+    what a measure that runs one graph many times in float64 (each quantizer left out in turn) copies only once."""
+
+    def __init__(self, model: torch.nn.Module, state: Mapping[str, torch.Tensor] | None = None) -> None:
+        self.twin = _cast_twin(model, state, torch.float64)
+
+    def run(self, args: Sequence[Any], kwargs: Mapping[str, Any], *, flip_ties: bool = False,
+            left_out: frozenset[int] = frozenset()) -> tuple[Any, str, int]:
+        """The outputs on ``args``/``kwargs``, ``""`` and the depth; or None, why and 0. Quantizers
+        (``trtcheck.quantize_op``, counted in the order the call runs them): those in ``left_out`` pass their input
+        through unquantized; with ``flip_ties`` every other one flips its code nearest a rounding tie."""
+        widen = lambda x: x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x  # noqa: E731
+        wide = tree_map(widen, (cloned(tuple(args)), cloned(dict(kwargs))))
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        mode = _Quantizers(flip_ties, left_out) if flip_ties or left_out else _RoundWhereTheModelCasts()
+        try:
+            with torch.no_grad(), unfused_attention(), mode:
+                return self.twin(*wide[0], **wide[1]), "", mode.depth
+        except Exception as error:  # noqa: BLE001 - an op without a float64 kernel: the tolerances' verdict stands
+            text = str(error).strip()
+            return None, f"eager fails in float64: {type(error).__name__}: {text.splitlines()[0] if text else ''}", 0
+        finally:
+            torch.set_default_dtype(previous)
 
 
 def reduced_precision_outputs(
@@ -175,17 +187,25 @@ class _RoundWhereTheModelCasts(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
-class _FlipNearestTies(_RoundWhereTheModelCasts):
-    """The float64 reference with, at every quantizer (``trtcheck.quantize_op``), the one code nearest a rounding tie
-    moved one step to the other side: what an engine whose float32 arithmetic lands that input on the other side of
-    the tie computes (``qdq.flip_nearest_tie``). How far the outputs then move is the quantized judge's measure of
-    rounding (``judge.Distance.flips``)."""
+class _Quantizers(_RoundWhereTheModelCasts):
+    """The float64 reference with its quantizers (``trtcheck.quantize_op``, counted in call order) changed: those in
+    ``left_out`` pass their input through (a quantizer left out: ``verification.quantizers``); with ``flip_ties``, every
+    other one moves the one code nearest a rounding tie one step to the other side, what an engine whose float32
+    arithmetic lands that input on the other side of the tie computes (``qdq.flip_nearest_tie``; how far the outputs
+    then move is the quantized judge's measure of rounding, ``judge.Distance.flips``)."""
+
+    def __init__(self, flip_ties: bool = False, left_out: frozenset[int] = frozenset()) -> None:
+        super().__init__()
+        self.flip_ties, self.left_out, self.calls = flip_ties, left_out, 0
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if func is not torch.ops.trtcheck.quantize_op.default:
+            return super().__torch_dispatch__(func, types, args, kwargs)
+        index, self.calls = self.calls, self.calls + 1
+        if index in self.left_out:
+            return args[0].clone()
         out = super().__torch_dispatch__(func, types, args, kwargs)
-        if func is torch.ops.trtcheck.quantize_op.default:
-            out = qdq.flip_nearest_tie(args[0], out, args[1], qdq.format_of(args[2], args[3]))
-        return out
+        return qdq.flip_nearest_tie(args[0], out, args[1], qdq.format_of(args[2], args[3])) if self.flip_ties else out
 
 
 @torch.compiler.disable  # eager ``torch.cond`` runs under ``torch.compile``, which must not trace the mode's entry
