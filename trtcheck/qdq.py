@@ -11,8 +11,9 @@ trtcheck's own op of the same schema (``trtcheck::quantize_op``), whose kernel i
 - FP8 (E4M3): ``scale = amax / 448``; ``y = e4m3(clamp(x / scale, -448, 448)) * scale``, rounding to nearest even.
 
 The kernel computes in float32 (float16/bfloat16 inputs too, their scale held in their dtype) or, for a float64 input,
-in float64: the lowered graph run in float64 is the quantized model's exact reference (its codes decided in float64),
-and in float32 what a float32 engine computes. ``QuantFormat`` names
+in float64: the lowered graph run in float64 is the quantized model's exact reference (its INT8 codes decided in
+float64; an FP8 value is cast from float64 through float32, as PyTorch casts to float8), and in float32 what a float32
+engine computes. ``QuantFormat`` names
 what a quantizer's ``(num_bits, exponent_bits)`` mean; ``steps_apart`` measures two outputs of one quantizer in its
 own steps, which is how a quantizer's agreement with TensorRT's arithmetic is judged (``agree``).
 """
@@ -52,11 +53,13 @@ def format_of(num_bits: int, exponent_bits: int) -> QuantFormat | None:
     return FORMATS.get((int(num_bits), int(exponent_bits)))
 
 
-def scale_of(amax: torch.Tensor, fmt: QuantFormat, dtype: torch.dtype) -> torch.Tensor:
+def scale_of(amax: torch.Tensor, fmt: QuantFormat, dtype: torch.dtype, unsigned: bool = False) -> torch.Tensor:
     """The scale a quantizer of ``amax`` uses for values of ``dtype``: ``amax / max_bound`` computed in float32 (as
-    Torch-TensorRT makes its scale constant) and held in ``dtype``; in float64 for a float64 input."""
+    Torch-TensorRT makes its scale constant) and held in ``dtype``; in float64 for a float64 input. An ``unsigned``
+    INT8 quantizer (which only ModelOpt's own arithmetic has: TensorRT's INT8 is signed) divides by 255."""
     wide = torch.float64 if dtype == torch.float64 else torch.float32
-    return (amax.detach().to(wide) / fmt.max_bound).to(dtype)
+    bound = 2.0 ** fmt.num_bits - 1 if unsigned and not fmt.is_float else fmt.max_bound
+    return (amax.detach().to(wide) / bound).to(dtype)
 
 
 def _check(num_bits: int, exponent_bits: int) -> QuantFormat:
@@ -80,9 +83,13 @@ def quantize_op(
         raise TypeError(f"trtcheck::quantize_op quantizes floating-point values, got {input.dtype}")
     amax = amax.to(input.device)
     wide = torch.float64 if input.dtype == torch.float64 else torch.float32  # fp16/bf16 quantize in float32, as ONNX Runtime does
-    scale = scale_of(amax, fmt, input.dtype).to(wide)  # the scale constant is held in the input's dtype
-    tiny = amax.to(wide) <= TINY_AMAX
+    scale = scale_of(amax, fmt, input.dtype, unsigned).to(wide)  # the scale constant is held in the input's dtype
+    tiny = (amax.to(wide) <= TINY_AMAX) | (scale == 0)  # a scale float16 cannot hold is no scale either
     safe = torch.where(tiny, torch.ones_like(scale), scale)
+    if unsigned and not fmt.is_float:  # ModelOpt's alone (TensorRT's INT8 is signed): its own arithmetic, x * (255 / amax)
+        factor = torch.where(tiny, torch.ones_like(scale), (2.0**num_bits - 1) / amax.to(wide))
+        codes = torch.round(input.to(wide) * factor).clamp(0, 2.0**num_bits - 1)
+        return torch.where(tiny, torch.zeros_like(codes), codes / factor).to(input.dtype)
     scaled = input.to(wide) / safe
     if fmt.is_float:
         codes = scaled.clamp(-fmt.max_bound, fmt.max_bound).to(torch.float8_e4m3fn).to(wide)
@@ -115,10 +122,12 @@ def steps_apart(value: torch.Tensor, other: torch.Tensor, amax: torch.Tensor, fm
     scale = scale_of(amax, fmt, torch.float64)
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
     a, b = value.detach().to(torch.float64) / scale, other.detach().to(torch.float64).to(value.device) / scale
-    if not fmt.is_float:
-        return (a - b).abs()
-    smaller = torch.minimum(a.abs(), b.abs()).clamp(min=2.0**-6)  # E4M3's subnormals share the smallest normal spacing
-    return (a - b).abs() / torch.exp2(torch.floor(torch.log2(smaller)) - 3)
+    if fmt.is_float:
+        smaller = torch.minimum(a.abs(), b.abs()).clamp(min=2.0**-6)  # E4M3's subnormals share the smallest normal spacing
+        steps = (a - b).abs() / torch.exp2(torch.floor(torch.log2(smaller)) - 3)
+    else:
+        steps = (a - b).abs()
+    return torch.where(a.isnan() & b.isnan(), torch.zeros_like(steps), steps)  # NaN in, NaN out: no step apart
 
 
 def agree(steps: torch.Tensor) -> bool:
@@ -131,7 +140,7 @@ def agree(steps: torch.Tensor) -> bool:
 
 def within_ties(largest: float, differing: int, elements: int) -> bool:
     """``agree``'s rule on its counts: the largest distance in steps, how many values differ, of how many."""
-    return largest <= 1 + APART and differing <= TIE_FRACTION * elements
+    return largest <= 1 + APART and differing <= max(1.0, TIE_FRACTION * elements)  # one tie even in a small tensor
 
 
 def flip_nearest_tie(input: torch.Tensor, output: torch.Tensor, amax: torch.Tensor, fmt: QuantFormat | None) -> torch.Tensor:
@@ -157,6 +166,9 @@ def flip_nearest_tie(input: torch.Tensor, output: torch.Tensor, amax: torch.Tens
         nearest = scaled.round()
         tie = (scaled - nearest).abs()
         flipped = (nearest + torch.where(scaled >= nearest, 1.0, -1.0)).clamp(-fmt.max_bound - 1, fmt.max_bound)
+    tie = torch.where(tie.isfinite(), tie, torch.full_like(tie, -1.0))  # a NaN or infinite input has no tie to flip
+    if float(tie.max()) <= 0:
+        return output
     index = int(tie.argmax())
     result = output.detach().clone().reshape(-1)
     result[index] = (flipped[index] * scale[index]).to(result.dtype)

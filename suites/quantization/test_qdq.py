@@ -159,3 +159,53 @@ def test_the_onnx_is_q_dq_with_the_formats_zero_point():
     scales = sorted(float(numpy_helper.to_array(initializers[node.input[1]])) for node in quantizers)
     weight_scales = [float(amax) / 448 for amax in (model_amax.w1, model_amax.w2)]
     assert np.allclose(scales, sorted([3.0 / 448, 2.0 / 448, *weight_scales]), rtol=1e-7)  # amax / 448, in float32
+
+
+def test_unsigned_int8_divides_by_255_as_modelopts_own_arithmetic_does():
+    """Only ModelOpt has unsigned INT8 (the converter refuses it: TensorRT's INT8 is signed), so in PyTorch the op must
+    compute ModelOpt's ``round(x * 255 / amax) * amax / 255``."""
+    out = qdq.quantize_op(torch.tensor([0.5, 1.5, -0.3]), torch.tensor(1.0), 8, 0, True, False)
+    assert torch.allclose(out, torch.tensor([128 / 255, 1.0, 0.0]))
+
+
+def test_a_scale_float16_cannot_hold_quantizes_to_zeros_not_to_inf():
+    x = torch.tensor([1e-6, -2e-6, 0.0], dtype=torch.float16)
+    out = qdq.quantize_op(x, torch.tensor(1e-6), 8, 0, False, False)  # amax / 127 is below float16's smallest value
+    assert torch.equal(out, torch.zeros(3, dtype=torch.float16))
+
+
+def test_one_tie_is_rounding_even_in_a_tensor_of_few_values():
+    assert qdq.within_ties(1.0, 1, 128) and not qdq.within_ties(1.0, 2, 128) and not qdq.within_ties(1.3, 1, 128)
+
+
+def test_a_float_only_piece_of_a_quantized_model_is_judged_by_float32s_rule_on_itself():
+    """A segment or sub-engine without a quantizer was once judged against the whole quantized model, which does not
+    take its inputs: no reference, and float32 rounding beyond the tolerances failed it."""
+    from trtcheck.lowering import lower
+    from trtcheck.verification.judge import Judge
+
+    judge = Judge().for_graph(lower(Quantized().eval(), (torch.randn(4, 16),)))
+    assert judge.quantized
+    piece = torch.fx.symbolic_trace(lambda x: ((x + 1e4) - 1e4,))  # a tuple, as a segment returns; eager cancels
+    x = torch.randn(64)
+    (expected,) = piece(x)
+    actual = x.clone()  # float64's answer: far beyond the tolerances from eager's, and nearer float64 than eager
+    comparison, unjudged = judge.judge_engine(piece, [x], [expected], [actual])
+    assert unjudged == "" and comparison.passed, str(comparison)
+
+
+def test_a_float64_model_run_again_starts_from_the_buffers_its_cast_left():
+    from trtcheck.verification.reference import Float64Model
+
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", torch.zeros(()))
+
+        def forward(self, x):
+            self.count.add_(1)
+            return x * self.count
+
+    wide = Float64Model(Counter(), reused=True)
+    first, second = wide.run((torch.ones(2),), {})[0], wide.run((torch.ones(2),), {})[0]
+    assert torch.equal(first, second) and first.dtype == torch.float64

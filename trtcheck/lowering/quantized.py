@@ -42,11 +42,12 @@ def quantizers(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
 
 
 def _routed(quantizer: torch.nn.Module) -> bool:
-    """A static integer quantizer (INT8 per tensor or per channel): the one kind ModelOpt's CPU path cannot export."""
+    """A static INT8 quantizer (per tensor or per channel, no bias calibration, which the op has no place for): the
+    one kind ModelOpt's CPU path cannot export. Others export as ModelOpt exports them."""
     return (
-        type(quantizer).__name__ == "TensorQuantizer" and isinstance(getattr(quantizer, "num_bits", None), int)
+        type(quantizer).__name__ == "TensorQuantizer" and getattr(quantizer, "num_bits", None) == 8
         and getattr(quantizer, "block_sizes", None) is None and getattr(quantizer, "backend", None) is None
-        and getattr(quantizer, "_amax", None) is not None
+        and getattr(quantizer, "_amax", None) is not None and getattr(quantizer, "_bias_calibrator", None) is None
     )
 
 

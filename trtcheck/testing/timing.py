@@ -88,6 +88,7 @@ def compile_once(
         # no_grad, not inference_mode: a model that runs autograd inside forward (a force field) enables grad there.
         with flush_denormals(), torch.no_grad():
             judge = Judge.of(settings, **(tolerances(model, inputs) if tolerances is not None else {}))
+            judge = judge.for_graph(stitched.partition.graph_module)  # a quantized model: verify's rule for it
             actual = stitched(*cloned(inputs))  # each side its own copy: a model may update an input in place (a KV cache)
             expected = model(*cloned(inputs))
             comparison = judge.compare(expected, actual)

@@ -332,7 +332,7 @@ class Judge:
                 f"outside the tolerances, but as close to float64 as {self.yardstick}: max error against float64 "
                 f"{distance.compiled:.3g} against {self.yardstick}'s {distance.eager:.3g} (ratio {ratio} "
                 f"<= {self.multiple:g}, floor {self.floor(distance.atol):.3g}"
-                + (f", and {FLIP_MULTIPLE:g}x the {distance.flips:.3g} one flipped tie per quantizer moves it)" if self.quantized
+                + (f", and {FLIP_MULTIPLE:g}x the {distance.flips:.3g} one flipped tie per quantizer moves it)" if distance.flips
                    else ")"))
         elif verdict is Verdict.BEYOND_DEPTH:
             depth = "not counted" if distance.depth is None else f"{distance.depth} ops"
@@ -351,7 +351,7 @@ class Judge:
         elif verdict is Verdict.NOT_EAGERS_NONFINITE:
             output.message += f"; its NaN/Inf are not those of {self.yardstick}"
         else:
-            flips = f" + {FLIP_MULTIPLE:g}x {distance.flips:.3g}, one flipped tie per quantizer," if self.quantized else ""
+            flips = f" + {FLIP_MULTIPLE:g}x {distance.flips:.3g}, one flipped tie per quantizer," if distance.flips else ""
             output.message += (
                 f"; against float64 the compiled output errs by {distance.compiled:.3g}, {ratio}x {self.yardstick}'s own "
                 f"{distance.eager:.3g} (more than {self.multiple:g}x{flips} + {self.floor(distance.atol):.3g}: a "
@@ -374,8 +374,8 @@ class Judge:
         is judged (the tolerances' verdict stands) and the reason is returned for the report's notes."""
         if not self.reference or (comparison.passed and not self.reduced):  # the common case pays for no float64
             return ""
-        if self.quantized:
-            return self._judge_quantized(comparison, model, args, kwargs, expected, actual)
+        if self.quantized:  # the user's model: its lowered graph, on the flat inputs, is the quantized reference
+            return self._judge_quantized(comparison, self.graph, tuple(flat_inputs(self.graph, args, kwargs)), expected, actual)
         exact, why, depth = float64_outputs_and_depth(model, args, kwargs, state)
         if exact is None:
             return f"{self.missing_reference} ({why})"
@@ -388,15 +388,14 @@ class Judge:
         self.judge_outputs(comparison, detached(low), actual, exact, depth)
         return ""
 
-    def _judge_quantized(self, comparison: Comparison, model: Any, args: Sequence[Any], kwargs: Mapping[str, Any],
-                         expected: Any, actual: Any) -> str:
-        """``judge_call`` for a quantized model: the reference is the quantized graph in float64 (``model`` itself when
-        it is a graph holding quantizers, a segment; else the request's ``graph`` on the flat inputs), and how far
-        its outputs move when each quantizer flips its nearest tie is allowed besides (module docstring)."""
-        graph = model if isinstance(model, torch.fx.GraphModule) and any(is_quantize(n) for n in model.graph.nodes) else self.graph
-        inputs = tuple(args) if graph is model else tuple(flat_inputs(graph, args, kwargs))
+    def _judge_quantized(self, comparison: Comparison, graph: torch.fx.GraphModule, inputs: tuple, expected: Any, actual: Any,
+                         *, own_outputs: bool = False) -> str:
+        """Judge ``comparison`` by the quantized rule: the reference is ``graph`` (quantized) in float64 on ``inputs``,
+        and how far its outputs move when each quantizer flips its nearest tie is allowed besides (module docstring).
+        ``own_outputs``: ``graph`` is what the engine stands for (a segment, a sub-engine), so an output a quantizer
+        makes is also judged in its steps (``_judge_quantizer_outputs``)."""
         try:
-            wide = Float64Model(graph)  # cast once, run twice
+            wide = Float64Model(graph, reused=True)  # cast once, run twice
         except Exception as error:  # noqa: BLE001 - a graph that cannot be copied or cast has no reference
             return f"{self.missing_reference} (the graph could not be copied to float64: {type(error).__name__}: {error})"
         exact, why, depth = wide.run(inputs, {})
@@ -404,8 +403,8 @@ class Judge:
         if exact is None:
             return f"{self.missing_reference} ({why})"
         self.judge_outputs(comparison, expected, actual, exact, depth, flipped=flipped)
-        if graph is model:
-            _judge_quantizer_outputs(comparison, model, expected, actual)
+        if own_outputs:
+            _judge_quantizer_outputs(comparison, graph, expected, actual)
         return ""
 
     @property
@@ -426,9 +425,15 @@ class Judge:
         its outputs ``actual`` against eager's ``expected``, judged as ``judge_call`` judges a model's, and why a
         reference could not run ("" when judged). At float32 the outputs are judged one by one, cheaply
         (``judge_values``: a sub-engine has an output per node), stopping at the first failure with ``first_failure``."""
-        if self.judges_every_output or self.quantized:
+        if self.judges_every_output:
             comparison = self.compare(list(expected), list(actual))
             return comparison, self.judge_call(comparison, module, tuple(inputs), {}, list(expected), list(actual))
+        if self.quantized and any(is_quantize(node) for node in module.graph.nodes):  # a piece without one: float32's rule
+            comparison = self.compare(list(expected), list(actual))
+            if comparison.passed or not self.reference:
+                return comparison, ""
+            return comparison, self._judge_quantized(comparison, module, tuple(inputs), list(expected), list(actual),
+                                                     own_outputs=True)
         exact = (lambda: float64_outputs(module, tuple(inputs), {})[0]) if self.reference else None
         return self.judge_values(expected, actual, exact, first_failure=first_failure), ""
 
@@ -529,18 +534,22 @@ class Judge:
 def _judge_quantizer_outputs(comparison: Comparison, module: torch.fx.GraphModule, expected: Any, actual: Any) -> None:
     """An output a quantizer makes itself (a segment's or a sub-engine's) is judged in that quantizer's steps against
     eager's on the same input (``qdq.agree``): at the quantizer, one flipped tie moves a value a whole step, as much as
-    a scale a few percent off moves every value, so only the codes tell them apart."""
-    results = module.graph.output_node().args[0]
-    results = results if isinstance(results, (list, tuple)) else [results]
-    if not isinstance(expected, (list, tuple)) or len(results) != len(comparison.outputs):
+    a scale a few percent off moves every value, so only the codes tell them apart. Outputs are matched by their path
+    in the module's output structure, as the comparison names them."""
+    if comparison.structure_error is not None:
         return
-    for output, node, wanted, got in zip(comparison.outputs, results, expected, actual):
-        if not (isinstance(node, torch.fx.Node) and is_quantize(node) and isinstance(got, torch.Tensor)):
+    nodes, wanted, got = (
+        {render_path(path): value for path, value in pytree.tree_flatten_with_path(tree)[0]}
+        for tree in (module.graph.output_node().args[0], expected, actual)
+    )
+    for output in comparison.outputs:
+        node, value, engine = nodes.get(output.path), wanted.get(output.path), got.get(output.path)
+        if not (isinstance(node, torch.fx.Node) and is_quantize(node) and isinstance(engine, torch.Tensor)):
             continue
         fmt, amax = qdq.format_of(node.args[2], node.args[3]), constant_tensor(node.args[1])
-        if fmt is None or amax is None or got.shape != wanted.shape:
+        if fmt is None or amax is None or not isinstance(value, torch.Tensor) or engine.shape != value.shape:
             continue
-        steps = qdq.steps_apart(got, wanted, amax, fmt)
+        steps = qdq.steps_apart(engine, value, amax, fmt)
         if not qdq.agree(steps):
             why = (f"a quantizer's own output: {int((steps > qdq.APART).sum())} of {steps.numel()} values are off TensorRT's "
                    f"arithmetic on the same input, by up to {float(steps.max()):.3g} step(s), more than ties at one step: a "

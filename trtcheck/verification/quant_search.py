@@ -10,6 +10,7 @@ the order of what leaving each out saves, then each is dropped again where the r
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ from trtcheck.lowering.export import lower
 from trtcheck.lowering.graph import flat_inputs
 from trtcheck.provenance import module_stack
 from trtcheck.verification.inputs import draw_input_sets
-from trtcheck.verification.quantizers import QuantizedGraph, quantization_loss, relative_error
+from trtcheck.verification.quantizers import quantization_loss, quantized_graph, relative_error
 
 
 @dataclass
@@ -35,6 +36,7 @@ class QuantizerSearch:
     left_out: list[str] = field(default_factory=list)
     loss_left_out: float | None = None
     input_sets: int = 1
+    why: str = ""  # why nothing was found where it is not the bound (the graph does not run in float64)
 
     @property
     def found(self) -> bool:
@@ -44,14 +46,14 @@ class QuantizerSearch:
         head = (f"trtcheck quantizer search of {self.name}: quantization costs {self.loss:.3g} of the outputs' scale "
                 f"(worst of {self.input_sets} input sets, against the float model in float64); bound --max-loss {self.max_loss:g}")
         if not self.found:
-            return head + "\n  no set of quantizers to leave out keeps the outputs within it"
+            return head + f"\n  {self.why or 'no set of quantizers to leave out keeps the outputs within it'}"
         if not self.left_out:
             return head + "\n  within the bound with every quantizer on: nothing to leave out"
-        patterns = ", ".join(f"'*{path}'" for path in self.left_out)
+        names = ", ".join(repr(path) for path in self.left_out)  # whole names: a '*' would match other layers' too
         return "\n".join([
             head,
             f"  leave {len(self.left_out)} quantizer(s) unquantized: {', '.join(self.left_out)} (loss then {self.loss_left_out:.3g})",
-            f"  with ModelOpt: for pattern in [{patterns}]: mtq.disable_quantizer(model, pattern)",
+            f"  with ModelOpt: for name in [{names}]: mtq.disable_quantizer(model, name)",
         ])
 
 
@@ -77,23 +79,32 @@ def search_quantizers(
         raise ValueError(f"max_loss={max_loss!r}: the largest loss against the float model, relative to the outputs' scale, >= 0")
     kwargs = dict(example_kwargs or {})
     gm = lower(model, tuple(example_inputs), kwargs)
-    graph = QuantizedGraph(gm)
+    graph = quantized_graph(gm)
+    if graph is None:
+        return QuantizerSearch(name or type(model).__name__, float(max_loss), math.inf, why=(
+            "its quantizers cannot be left out one by one in float64 (a control-flow branch holds some, or the graph "
+            "does not cast to float64)"))
     sets = draw_input_sets(tuple(example_inputs), None, num_inputs, seed)
     flats = [flat_inputs(gm, s, kwargs) for s in [sets[0], *sets[2:]]]  # the example once
     everyone = set(graph.index)
     exact = [graph.outputs(flat, everyone) for flat in flats]
 
     def loss(left_out: set[str]) -> float:
-        return max(relative_error(graph.outputs(flat, left_out), reference) for flat, reference in zip(flats, exact))
+        """The worst loss over the input sets with ``left_out`` unquantized (inf where a run fails)."""
+        runs = [(graph.outputs(flat, left_out), reference) for flat, reference in zip(flats, exact)]
+        return max(math.inf if out is None or reference is None else relative_error(out, reference) for out, reference in runs)
 
     label = name or type(model).__name__
     found = QuantizerSearch(label, float(max_loss), loss(set()), input_sets=len(flats))
+    if math.isinf(found.loss):
+        found.why = "the quantized graph or its float model does not run in float64, so no loss can be measured"
+        return found
     if found.loss <= max_loss:
         found.loss_left_out = found.loss
         return found
     costs = quantization_loss(gm, flats[0])
     order = [cost.node for cost in costs.ranked] if costs is not None else []
-    order += [name for name in everyone if name not in order]
+    order += [node.name for node in graph.quantizers if node.name not in order]  # the unranked, in graph order
     chosen: list[str] = []
     for node in order:
         chosen.append(node)

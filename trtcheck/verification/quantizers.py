@@ -22,6 +22,7 @@ from torch.utils import _pytree as pytree
 from trtcheck import qdq
 from trtcheck.lowering.graph import constant_tensor, flat_inputs
 from trtcheck.lowering.quantized import is_quantize
+from trtcheck.partitioning.nodes import any_control_flow
 from trtcheck.partitioning.reasons import Target
 from trtcheck.provenance import node_source
 from trtcheck.values import cloned
@@ -158,18 +159,31 @@ class QuantizedGraph:
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         self.quantizers = [node for node in gm.graph.nodes if is_quantize(node)]
         self.index = {node.name: position for position, node in enumerate(self.quantizers)}
-        self.model = Float64Model(gm)
+        self.model = Float64Model(gm, reused=True)
 
     def outputs(self, flat: Sequence[Any], left_out: Iterable[str] = ()) -> Any:
         """The outputs on ``flat`` with the quantizers named ``left_out`` passing their input through (None: it fails)."""
         return self.model.run(tuple(flat), {}, left_out=frozenset(self.index[name] for name in left_out))[0]
 
 
+def quantized_graph(gm: torch.fx.GraphModule) -> QuantizedGraph | None:
+    """``gm`` as a ``QuantizedGraph``; None where its quantizers cannot be counted in call order (a control-flow
+    branch calls its own, in an order the top-level graph does not show) or it cannot be cast to float64."""
+    if any_control_flow(gm.graph.nodes):
+        return None
+    try:
+        return QuantizedGraph(gm)
+    except Exception:  # noqa: BLE001 - a graph that cannot be copied or cast has no cost to measure
+        return None
+
+
 def quantization_loss(gm: torch.fx.GraphModule, flat: Sequence[Any]) -> QuantizationLoss | None:
     """What quantization costs ``gm`` on the flat inputs ``flat`` (``QuantizationLoss``), each quantizer quantized
     alone and left out alone, as ranking by a per-quantizer error (its MSE) misjudges what reaches the outputs; None
     where the graph does not run in float64."""
-    graph = QuantizedGraph(gm)
+    graph = quantized_graph(gm)
+    if graph is None:
+        return None
     everyone = set(graph.index)
     quantized, exact = graph.outputs(flat), graph.outputs(flat, everyone)
     if quantized is None or exact is None:
@@ -204,5 +218,6 @@ def quantization_costs(compiled: Any, input_set: Sequence[Any], kwargs: Mapping[
 
 __all__ = [
     "MAX_RANKED", "QuantizationLoss", "QuantizedGraph", "QuantizerCheck", "QuantizerCost", "check_quantizers",
-    "converted_quantizers", "quantization_costs", "quantization_loss", "quantizer_checks", "relative_error",
+    "converted_quantizers", "quantization_costs", "quantization_loss", "quantized_graph", "quantizer_checks",
+    "relative_error",
 ]

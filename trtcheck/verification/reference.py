@@ -61,8 +61,11 @@ class Float64Model:
     """A model copied and cast to float64 once (``float64_outputs_and_depth`` says how), to be run as often as needed:
     what a measure that runs one graph many times in float64 (each quantizer left out in turn) copies only once."""
 
-    def __init__(self, model: torch.nn.Module, state: Mapping[str, torch.Tensor] | None = None) -> None:
+    def __init__(self, model: torch.nn.Module, state: Mapping[str, torch.Tensor] | None = None, *, reused: bool = False) -> None:
         self.twin = _cast_twin(model, state, torch.float64)
+        # ``reused``: every run starts from the buffers the cast left (a graph that writes one: a KV cache, a counter)
+        self.buffers = ({name: b.detach().clone() for name, b in self.twin.named_buffers()}
+                        if reused and isinstance(self.twin, torch.nn.Module) else None)
 
     def run(self, args: Sequence[Any], kwargs: Mapping[str, Any], *, flip_ties: bool = False,
             left_out: frozenset[int] = frozenset()) -> tuple[Any, str, int]:
@@ -71,6 +74,8 @@ class Float64Model:
         through unquantized; with ``flip_ties`` every other one flips its code nearest a rounding tie."""
         widen = lambda x: x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x  # noqa: E731
         wide = tree_map(widen, (cloned(tuple(args)), cloned(dict(kwargs))))
+        if self.buffers is not None:
+            restore_state(self.twin, self.buffers)
         previous = torch.get_default_dtype()
         torch.set_default_dtype(torch.float64)
         mode = _Quantizers(flip_ties, left_out) if flip_ties or left_out else _RoundWhereTheModelCasts()
@@ -205,7 +210,8 @@ class _Quantizers(_RoundWhereTheModelCasts):
         if index in self.left_out:
             return args[0].clone()
         out = super().__torch_dispatch__(func, types, args, kwargs)
-        return qdq.flip_nearest_tie(args[0], out, args[1], qdq.format_of(args[2], args[3])) if self.flip_ties else out
+        signed = qdq.format_of(args[2], args[3]) if not args[4] else None  # ModelOpt's unsigned INT8: not TensorRT's, not flipped
+        return qdq.flip_nearest_tie(args[0], out, args[1], signed) if self.flip_ties else out
 
 
 @torch.compiler.disable  # eager ``torch.cond`` runs under ``torch.compile``, which must not trace the mode's entry

@@ -161,7 +161,7 @@ def verify_request(
             report.notes += [note] if note else []
         if request.judge.quantized:
             report.quantizers = quantizer_checks(compiled, input_sets[0], kwargs, request.resolved_backend)
-            report.quantization = quantization_costs(compiled, input_sets[0], kwargs)
+            report.quantization = quantization_costs(compiled, input_sets[0], kwargs) if request.reference else None
             report.violations += [Violation("quantizer", str(check), node=check.node) for check in report.quantizers
                                   if not check.passed]
         failing = next((i for i, comparison in enumerate(report.comparisons) if not comparison.passed), None)

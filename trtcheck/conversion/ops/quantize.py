@@ -29,7 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover - the context imports the registry, not vi
     from trtcheck.conversion.context import ConversionContext
 
 _ZERO_POINT_TYPE = {"int8": onnx.TensorProto.INT8, "fp8": onnx.TensorProto.FLOAT8E4M3FN}
-_QUANTIZED_INPUTS = frozenset({torch.float32, torch.float16, torch.bfloat16})  # what Torch-TensorRT quantizes
+# What Torch-TensorRT quantizes, less bfloat16: ONNX Runtime 1.32 has no bfloat16 QuantizeLinear kernel to verify it on.
+_QUANTIZED_INPUTS = frozenset({torch.float32, torch.float16})
 
 
 def _channel_axis(amax: torch.Tensor) -> int | None:
@@ -53,9 +54,9 @@ def _quantize_ok(args: BoundArgs) -> bool | Refusal:
     if amax is None:
         return refuse("amax is computed at run time: TensorRT's quantize layer takes a constant scale made of a "
                       "calibrated amax (calibrate the quantizer, or keep it static)")
-    if not bool((amax > qdq.TINY_AMAX).all()):
-        return refuse(f"amax holds a value at or below {qdq.TINY_AMAX:.3g}: no scale can be made of it (ModelOpt "
-                      "quantizes such a tensor to zeros)")
+    if not bool((amax > qdq.TINY_AMAX).all()) or not bool((qdq.scale_of(amax, fmt, args.meta("input").dtype) > 0).all()):
+        return refuse(f"amax holds a value at or below {qdq.TINY_AMAX:.3g}, or one whose scale rounds to 0 in "
+                      f"{args.meta('input').dtype}: no scale can be made of it (ModelOpt quantizes such a tensor to zeros)")
     axis = _channel_axis(amax)
     if axis is not None and fmt is qdq.FP8:
         return refuse("FP8 per channel: Torch-TensorRT converts FP8 quantizers per tensor only")

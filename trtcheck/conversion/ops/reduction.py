@@ -1,9 +1,8 @@
 """Reductions: sum/mean/prod/amax/amin/logsumexp, max/min with indices, argmax/argmin, any/all, var,
 cumsum (integers by shifted adds: TensorRT's CumSum takes floats only).
 
-Opset 17 is inconsistent about axes: ReduceSum takes them as an input, the other Reduce ops as an
-attribute; :func:`_reduce` hides that. Inputs are cast to the output dtype first, as PyTorch
-accumulates e.g. int32 and bool sums in int64.
+Every Reduce op takes its axes as an input at trtcheck's opset (19; from 18), which :func:`_reduce` writes. Inputs
+are cast to the output dtype first, as PyTorch accumulates e.g. int32 and bool sums in int64.
 
 All but ``var`` (whose divisor is the reduced element count) are ``dynamic``: they read axes, not sizes.
 """
