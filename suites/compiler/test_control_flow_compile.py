@@ -112,12 +112,15 @@ def test_verify_takes_both_branches(cond_model, monkeypatch):
     model, inputs = cond_model
     calls: list[dict[str, int]] = []
 
+    verify_module = importlib.import_module("trtcheck.verification.verify")
+    compile_request = verify_module.compile_request  # what verify compiles with: its request, passed through
+
     def compile_and_count(*args, **kwargs):
-        compiled = trtcheck.compile(*args, **kwargs)
+        compiled = compile_request(*args, **kwargs)
         calls.append(_count_calls({name: getattr(compiled.graph_module, name) for name in BRANCHES}))
         return compiled
 
-    monkeypatch.setattr(importlib.import_module("trtcheck.verification.verify"), "compile", compile_and_count)
+    monkeypatch.setattr(verify_module, "compile_request", compile_and_count)
     report = trtcheck.verify(model, inputs, trtcheck.Settings(min_block_size=5))
     assert report.passed and len(report.comparisons) == 4
     # The example takes one branch (four calls: twice under no_grad, once with autograd on, once under
