@@ -94,9 +94,8 @@ def quantize_op(
     if fmt.is_float:
         codes = scaled.clamp(-fmt.max_bound, fmt.max_bound).to(torch.float8_e4m3fn).to(wide)
     else:
-        high = 2.0 ** (num_bits - 1 + int(unsigned)) - 1
-        low = 0.0 if unsigned else (-high if narrow_range else -high - 1)
-        codes = torch.round(scaled).clamp(low, high)  # torch.round rounds half to even, as TensorRT does
+        high = 2.0 ** (num_bits - 1) - 1  # signed: the unsigned case returned above
+        codes = torch.round(scaled).clamp(-high if narrow_range else -high - 1, high)  # torch.round rounds half to even, as TensorRT does
     return torch.where(tiny, torch.zeros_like(scaled), codes * safe).to(input.dtype)
 
 
