@@ -1,10 +1,10 @@
 """Quantized models: zoo entries quantized by NVIDIA ModelOpt with explicit Q/DQ (TensorRT 11's only quantization).
 
 Each entry is another entry of the zoo (its model and example inputs, built as that entry builds them) quantized
-with one of ModelOpt's configs, ``mtq.INT8_DEFAULT_CFG`` or ``mtq.FP8_DEFAULT_CFG``, and calibrated on the example
-and four random input sets drawn like it: ResNet-18 and MobileNetV3-Small at 64 x 64 in INT8 and FP8 (INT8 with
-per-channel weights), and the tiny Llama of the ``hf`` family with FP8 Linears. docs/quantization.md says what
-trtcheck does with them.
+with one of ModelOpt's configs, ``mtq.INT8_DEFAULT_CFG``, ``mtq.FP8_DEFAULT_CFG`` or ``mtq.NVFP4_DEFAULT_CFG``, and
+calibrated on the example and four random input sets drawn like it: ResNet-18 and MobileNetV3-Small at 64 x 64 in
+INT8 and FP8 (INT8 with per-channel weights), and the tiny Llama of the ``hf`` family with FP8 and with NVFP4
+Linears. docs/quantization.md says what trtcheck does with them.
 
 They are opt-in (``registry.OPT_IN``): a quantized model verifies in tens of seconds (every quantizer is also built
 alone, and what each costs is measured in float64), so "every model" (``names()``, the matrix's default ``*``)
@@ -29,9 +29,9 @@ __all__ = ["QUANTIZED_UNAVAILABLE", "QUANTIZED_ZOO", "base_model"]
 
 IMAGE = 64  # a quarter of the classifiers' own size: verify runs every quantizer alone and twice in float64
 CALIBRATION_SETS = 4
-CONFIGS = {"int8": "INT8_DEFAULT_CFG", "fp8": "FP8_DEFAULT_CFG"}
+CONFIGS = {"int8": "INT8_DEFAULT_CFG", "fp8": "FP8_DEFAULT_CFG", "nvfp4": "NVFP4_DEFAULT_CFG"}
 _SPECS = (("resnet18", "int8"), ("resnet18", "fp8"), ("mobilenet_v3_small", "int8"), ("mobilenet_v3_small", "fp8"),
-          ("hf_llama", "fp8"))
+          ("hf_llama", "fp8"), ("hf_llama", "nvfp4"))
 
 
 def _like(value: Any, generator: torch.Generator) -> Any:

@@ -1,4 +1,4 @@
-"""Quantized zoo models: verify's time, and a stitched INT8/FP8 module against eager fake quantization and the float engine.
+"""Quantized zoo models: verify's time, and a stitched INT8/FP8/NVFP4 module against eager fake quantization and the float engine.
 
     python -m suites.benchmarks.bench_quantized [--models quantized_resnet18_int8,quantized_resnet18_fp8]
                                                 [--calls 30] [--skip-verify]
@@ -7,7 +7,8 @@ For each quantized zoo entry (``trtcheck_zoo``'s opt-in ``quantized_*`` family, 
 wall time at ``min_block_size=1`` on ONNX Runtime, split into what quantization adds (each quantizer built alone,
 ``verification.quantizers.quantizer_checks``; what each costs, ``quantization_costs``) and the rest; then the median
 call of four modules on the example input: eager PyTorch of the float model (the entry's base model), eager PyTorch
-of the quantized model (ModelOpt's fake quantization), the compiled float model and the compiled quantized model
+of the quantized model (ModelOpt's fake quantization; for NVFP4 on a CPU, where ModelOpt's needs CUDA, trtcheck's
+op), the compiled float model and the compiled quantized model
 (QuantizeLinear/DequantizeLinear pairs in one ONNX Runtime engine). Denormals are flushed while timing. A
 benchmark, not a test: it prints numbers and asserts nothing.
 """
@@ -27,6 +28,7 @@ import torch
 import trtcheck
 import trtcheck_zoo as zoo
 from trtcheck.benchmarking import flush_denormals
+from trtcheck.lowering.quantized import eager_quantizers
 
 DEFAULT_MODELS = "quantized_resnet18_int8,quantized_resnet18_fp8,quantized_mobilenet_v3_small_int8,quantized_mobilenet_v3_small_fp8"
 ONE = trtcheck.Settings(min_block_size=1)
@@ -86,7 +88,7 @@ def measure(name: str, calls: int, with_verify: bool = True) -> list[str]:
         "engine float": trtcheck.compile(float_model, inputs, ONE, backend="onnxruntime"),
         "engine Q/DQ": trtcheck.compile(model, inputs, ONE, backend="onnxruntime"),
     }
-    with flush_denormals():
+    with flush_denormals(), eager_quantizers(model):  # NVFP4 on a CPU: trtcheck's op (ModelOpt's needs CUDA)
         row = {label: median_call(module, inputs, calls) for label, module in modules.items()}
     lines.append(f"{name}: " + ", ".join(f"{label} {seconds * 1e3:.2f}" for label, seconds in row.items()))
     return lines

@@ -20,7 +20,9 @@ import torch.fx
 
 from trtcheck.conversion import segment_to_onnx
 from trtcheck.conversion.ops.trt_onnx_ops import TENSORRT_ONNX_OPS, TENSORRT_ONNX_TYPES
+from trtcheck.engines.emulation import emulate_fp4
 from trtcheck.lowering.export import drop_guards
+from trtcheck.onnx_format.tensorrt_parser import TENSORRT_DOMAIN, TENSORRT_DOMAIN_OPS
 
 aten = torch.ops.aten
 
@@ -62,7 +64,8 @@ def run_onnx(model: onnx.ModelProto, gm: torch.fx.GraphModule, args: Sequence[An
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    # TensorRT's own ops (NVFP4) run as the ONNX Runtime engine runs them: emulated with ordinary ops
+    session = ort.InferenceSession(emulate_fp4(model).SerializeToString(), options, providers=["CPUExecutionProvider"])
     placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     tensors = [a for a in torch.utils._pytree.tree_leaves(list(args)) if isinstance(a, torch.Tensor)]
     assert len(placeholders) == len(tensors), (placeholders, len(tensors))
@@ -71,7 +74,10 @@ def run_onnx(model: onnx.ModelProto, gm: torch.fx.GraphModule, args: Sequence[An
 
 
 def emitted_ops(model: onnx.ModelProto) -> set[str]:
-    return {node.op_type for node in model.graph.node}
+    """The op types of ``model``'s nodes; TensorRT's own ops (its ``trt`` domain, which its parser reads) are left out
+    when TensorRT documents them (``TENSORRT_DOMAIN_OPS``), and named with their domain otherwise."""
+    return {node.op_type if not node.domain else f"{node.domain}::{node.op_type}" for node in model.graph.node
+            if not (node.domain == TENSORRT_DOMAIN and node.op_type in TENSORRT_DOMAIN_OPS)}
 
 
 def tensorrt_type_violations(model: onnx.ModelProto) -> list[str]:

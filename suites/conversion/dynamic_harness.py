@@ -26,6 +26,7 @@ import trtcheck
 from suites.conversion.converter_harness import Fn, emitted_ops, export_graph, randn, tensorrt_type_violations
 from trtcheck.conversion import segment_to_onnx
 from trtcheck.conversion.ops.trt_onnx_ops import TENSORRT_ONNX_OPS
+from trtcheck.engines.emulation import emulate_fp4
 from trtcheck.partitioning.driver import partition_graph
 from trtcheck.partitioning.extract import segment_module
 from trtcheck.partitioning.partition import Partition, Segment
@@ -91,7 +92,8 @@ def session(model: onnx.ModelProto) -> ort.InferenceSession:
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    # TensorRT's own ops (NVFP4) run as the ONNX Runtime engine runs them: emulated with ordinary ops
+    return ort.InferenceSession(emulate_fp4(model).SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
 def run_segment(sess: ort.InferenceSession, gm: torch.fx.GraphModule, segment: Segment, args: Sequence[Any]

@@ -16,6 +16,7 @@ from suites.conversion.converter_harness import randint, randn
 A = torch.ops.aten
 F16 = torch.float16
 Q = torch.ops.trtcheck.quantize_op.default
+BLOCK_Q = torch.ops.trtcheck.dynamic_block_quantize_op.default
 
 
 class Quantizer(torch.nn.Module):
@@ -28,6 +29,18 @@ class Quantizer(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return Q(x, self.amax, *self.format, False, False)
+
+
+class BlockQuantizer(torch.nn.Module):
+    """``x`` through NVFP4's ``trtcheck.dynamic_block_quantize_op`` with a constant ``amax``."""
+
+    def __init__(self, amax: float) -> None:
+        super().__init__()
+        self.register_buffer("amax", torch.tensor(amax))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return BLOCK_Q(x, 16, self.amax, 4, 2, 8, 4)
+
 
 FAMILY_CASES = [
     ("reflection_pad1d-uneven", A.reflection_pad1d.default, lambda x: A.reflection_pad1d.default(x, [2, 1]),
@@ -66,4 +79,5 @@ FAMILY_CASES = [
     ("quantize_op-fp8", Q, Quantizer(torch.tensor(2.5), 8, 4), lambda: (randn(3, 5) * 2,)),
     ("quantize_op-int8-per-channel-f16", Q, Quantizer(torch.tensor([[1.0], [2.0], [3.0]]), 8, 0),
      lambda: (randn(3, 5, dtype=F16) * 2,)),
+    ("dynamic_block_quantize_op-nvfp4-3d-f16", BLOCK_Q, BlockQuantizer(1.5), lambda: (randn(2, 3, 32, dtype=F16) * 2,)),
 ]

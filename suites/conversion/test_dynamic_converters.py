@@ -31,7 +31,7 @@ from suites.conversion.dynamic_harness import (
     run_segment,
     session,
 )
-from suites.conversion.family_cases import Q, Quantizer
+from suites.conversion.family_cases import BLOCK_Q, BlockQuantizer, Q, Quantizer
 from trtcheck import conversion as converters
 from trtcheck.conversion import ConversionContext, ConversionError, segment_to_onnx
 from trtcheck.conversion.context import value_info
@@ -305,6 +305,7 @@ unary("arange.start_step", A.arange.start_step, lambda x: A.arange.start_step(0,
 _INDEX = torch.tensor([2, 0, 2])
 unary("index_select", A.index_select.default, lambda x: A.index_select.default(x, 1, _INDEX))
 unary("quantize_op-int8", Q, Quantizer(torch.tensor(2.0), 8, 0), _times4)
+case("dynamic_block_quantize_op-nvfp4", BLOCK_Q, BlockQuantizer(3.0), lambda n: (randn(n, 2, 32) * 2,))  # blocks: the last axis, static
 case("embedding", A.embedding.default, lambda w, i: A.embedding.default(w, i),
      lambda n: (randn(10, 4), randint(2, n, low=0, high=10, seed=1)), lambda d: (None, {1: d}))
 case("gather", A.gather.default, lambda x, i: A.gather.default(x, 1, i),

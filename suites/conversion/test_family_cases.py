@@ -14,6 +14,7 @@ FAMILY_OVERLOADS = {
     A.replication_pad3d.default, A.scatter.src, A.scatter.value, A.scatter_add.default, A.scatter_reduce.two,
     A.index_put.default, A.topk.default, A.sort.default, A.upsample_nearest2d.vec, A.upsample_bilinear2d.vec,
     A.grid_sampler_2d.default, A.embedding.default, torch.ops.trtcheck.quantize_op.default,
+    torch.ops.trtcheck.dynamic_block_quantize_op.default,
 }
 
 

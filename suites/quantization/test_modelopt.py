@@ -16,6 +16,7 @@ from torch import nn
 
 import trtcheck
 from suites.verification.planted import off_by, planted, run_repro
+from trtcheck.lowering.quantized import is_quantize
 from trtcheck.partitioning.reasons import Target
 from trtcheck.verification.reduce import reduce_model
 
@@ -24,6 +25,7 @@ mtq = pytest.importorskip("modelopt.torch.quantization", reason="needs nvidia-mo
 ONE = trtcheck.Settings(min_block_size=1)
 ORT = "onnxruntime"
 QUANTIZE = torch.ops.trtcheck.quantize_op.default
+BLOCK_QUANTIZE = torch.ops.trtcheck.dynamic_block_quantize_op.default
 
 
 class ConvNet(nn.Module):
@@ -57,10 +59,11 @@ def quantized(cls: type, config: str) -> tuple[nn.Module, tuple[torch.Tensor]]:
 
 
 def in_pytorch(partition) -> list[str]:
-    return [n.name for s in partition.segments if s.target is Target.TORCH for n in s.nodes if n.target is QUANTIZE]
+    return [n.name for s in partition.segments if s.target is Target.TORCH for n in s.nodes if is_quantize(n)]
 
 
-CASES = [(ConvNet, "INT8_DEFAULT_CFG"), (ConvNet, "FP8_DEFAULT_CFG"), (MLP, "INT8_DEFAULT_CFG"), (MLP, "FP8_DEFAULT_CFG")]
+CASES = [(ConvNet, "INT8_DEFAULT_CFG"), (ConvNet, "FP8_DEFAULT_CFG"), (MLP, "INT8_DEFAULT_CFG"), (MLP, "FP8_DEFAULT_CFG"),
+         (MLP, "NVFP4_DEFAULT_CFG")]  # NVFP4: ModelOpt runs it eagerly only with CUDA; verify routes it to trtcheck's op
 
 
 @pytest.mark.parametrize("cls, config", CASES, ids=[f"{c.__name__}-{cfg.split('_')[0]}" for c, cfg in CASES])
@@ -87,10 +90,12 @@ def test_exporting_puts_every_quantizer_back_as_it_was():
     (ConvNet, "INT8_DEFAULT_CFG", "quantize_op_2", "c2.input_quantizer"),
     (MLP, "FP8_DEFAULT_CFG", "quantize_op", "fc1.input_quantizer"),
     (ConvNet, "FP8_DEFAULT_CFG", "quantize_op_3", "c2.weight_quantizer"),
-], ids=["int8-activation", "fp8-activation", "fp8-weight"])
+    (MLP, "NVFP4_DEFAULT_CFG", "dynamic_block_quantize_op_2", "fc2.input_quantizer"),
+], ids=["int8-activation", "fp8-activation", "fp8-weight", "nvfp4-activation"])
 def test_a_quantizer_converted_two_percent_off_fails_and_is_named_with_its_module_and_line(cls, config, node, module, tmp_path):
     model, inputs = quantized(cls, config)
-    with planted(QUANTIZE, {node}, off_by(1.02)):
+    target = BLOCK_QUANTIZE if "block" in node else QUANTIZE
+    with planted(target, {node}, off_by(1.02)):
         with pytest.raises(trtcheck.VerificationError) as caught:
             trtcheck.verify(model, inputs, ONE, backend=ORT, report_dir=tmp_path)
         assert run_repro(caught.value.report.repro) == 1  # the folder fails alone (the planted converter registered)
@@ -100,12 +105,27 @@ def test_a_quantizer_converted_two_percent_off_fails_and_is_named_with_its_modul
     assert module in failing[0].where and f"{__file__.rsplit('/', 1)[-1]}:" in failing[0].where
     assert report.localization is not None and report.localization.culprit is not None
     assert report.localization.culprit.node == node
-    with planted(QUANTIZE, {node}, off_by(1.02)):
+    with planted(target, {node}, off_by(1.02)):
         reduced = reduce_model(model, inputs, ONE, backend=ORT, out_dir=tmp_path / "reduced")
         assert len(reduced.culprits) == 1 and reduced.culprits[0].nodes[-1] == node, str(reduced)  # trtcheck reduce too,
         assert all(name.startswith("alias") for name in reduced.culprits[0].nodes[:-1])  # with its amax's alias at most
         assert module in reduced.culprits[0].sources[0]
         assert run_repro(reduced.culprits[0].repro) == 1  # its folder fails alone
+
+
+def test_nvfp4_is_what_modelopts_own_nvfp4_tensor_computes():
+    """ModelOpt's NVFP4 fake quantization needs CUDA, but its ``NVFP4QTensor`` (the weights' real quantization, plain
+    PyTorch) runs here: trtcheck's op gives its values bit for bit."""
+    from modelopt.torch.quantization.qtensor.nvfp4_tensor import NVFP4QTensor
+
+    torch.manual_seed(0)
+    weight = torch.randn(64, 128) * torch.rand(64, 1) * 3
+    global_scale = NVFP4QTensor.get_weights_scaling_factor_2(weight)
+    block_scales, _ = NVFP4QTensor.get_weights_scaling_factor(weight, 16, global_scale)
+    packed, _, _ = NVFP4QTensor.quantize(weight, 16, block_scales, global_scale)
+    theirs = packed.dequantize(dtype=torch.float32, scale=block_scales, double_scale=global_scale, block_sizes={-1: 16})
+    ours = torch.ops.trtcheck.dynamic_block_quantize_op(weight, 16, weight.abs().max(), 4, 2, 8, 4)
+    assert torch.equal(ours, theirs)
 
 
 @pytest.mark.parametrize("config", ["INT8_DEFAULT_CFG", "FP8_DEFAULT_CFG"])

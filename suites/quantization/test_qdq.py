@@ -209,3 +209,100 @@ def test_a_float64_model_run_again_starts_from_the_buffers_its_cast_left():
     wide = Float64Model(Counter(), reused=True)
     first, second = wide.run((torch.ones(2),), {})[0], wide.run((torch.ones(2),), {})[0]
     assert torch.equal(first, second) and first.dtype == torch.float64
+
+
+# NVFP4: E2M1 values in blocks of 16, E4M3 block scales under a float32 global scale (TensorRT's DynamicQuantize).
+
+def test_e2m1_rounds_to_nearest_even_and_saturates_at_six():
+    ties = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, -0.25, -5.0])
+    assert qdq.round_e2m1(ties).tolist() == [0.0, 1.0, 1.0, 2.0, 2.0, 4.0, 4.0, -0.0, -4.0]  # each tie to the even code
+    assert qdq.round_e2m1(torch.tensor([0.26, 1.3, 2.6, 5.1, 7.0, -100.0])).tolist() == [0.5, 1.5, 3.0, 6.0, 6.0, -6.0]
+
+
+def nvfp4_values(rows: int = 64) -> torch.Tensor:
+    """Random blocks, a block of zeros, a block far past the calibrated amax (its E4M3 scale saturates), a block of
+    tiny values (its scale underflows to 0) and blocks of exact E2M1 ties."""
+    torch.manual_seed(0)
+    x = torch.randn(rows, 64)
+    x[1, :16] = 0.0
+    x[2, 16:32] *= 500.0
+    x[3, 32:48] = 1e-9
+    x[4, :16] = torch.tensor([6.0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0] * 2)  # the scale is 1 global unit per code
+    return x
+
+
+def ort_fp4(x: torch.Tensor, amax: float) -> torch.Tensor:
+    """The NVFP4 ONNX trtcheck's converter writes, run on ONNX Runtime through the emulation its engine applies."""
+    from trtcheck.conversion import segment_to_onnx
+    from trtcheck.engines.emulation import emulate_fp4
+    from trtcheck.lowering import lower
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("amax", torch.tensor(amax))
+
+        def forward(self, x):
+            return torch.ops.trtcheck.dynamic_block_quantize_op(x, 16, self.amax, 4, 2, 8, 4)
+
+    model = segment_to_onnx(lower(Block().eval(), (x,)))
+    assert {opset.domain: opset.version for opset in model.opset_import} == {"": 23, "trt": 1}
+    assert [node.op_type for node in model.graph.node if node.domain == "trt"] == ["TRT_FP4DynamicQuantize"]
+    session = ort.InferenceSession(emulate_fp4(model).SerializeToString(), providers=["CPUExecutionProvider"])
+    return torch.from_numpy(session.run(None, {session.get_inputs()[0].name: x.numpy()})[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["float32", "float16"])
+def test_the_nvfp4_onnx_on_onnx_runtime_is_the_op_bit_for_bit(dtype):
+    x = nvfp4_values().to(dtype)
+    amax = 6.0 * 448.0 / 448.0  # a global scale of 1/448: block 4's scale is exactly one E4M3 unit
+    ours = qdq.dynamic_block_quantize_op(x, 16, torch.tensor(amax), 4, 2, 8, 4)
+    assert torch.equal(ort_fp4(x, amax), ours)
+    assert torch.equal(ours[1, :16], torch.zeros(16, dtype=dtype)) and torch.equal(ours[3, 32:48], torch.zeros(16, dtype=dtype))
+    assert ours.float().abs().max() <= 6 * 448 * (amax / (6 * 448)) * 1.0001  # the saturated block stays at 6 x 448 units
+
+
+def test_nvfp4_in_float64_picks_the_scales_float32_picks():
+    x = nvfp4_values()
+    wide = qdq.dynamic_block_quantize_op(x.double(), 16, torch.tensor(3.0), 4, 2, 8, 4)
+    narrow = qdq.dynamic_block_quantize_op(x, 16, torch.tensor(3.0), 4, 2, 8, 4)
+    steps = qdq.steps_apart(narrow, wide, torch.tensor(3.0), qdq.NVFP4)
+    assert qdq.agree(steps) and float(steps.max()) < 1e-3
+
+
+def test_steps_apart_tells_an_nvfp4_flipped_tie_from_a_scale_two_percent_off():
+    x, amax = nvfp4_values(), torch.tensor(3.0)
+    right = qdq.dynamic_block_quantize_op(x, 16, amax, 4, 2, 8, 4)
+    one = qdq.steps_apart(qdq.flip_nearest_tie(x, right, amax, qdq.NVFP4), right, amax, qdq.NVFP4)
+    assert float(one.max()) == pytest.approx(1.0) and int((one > qdq.APART).sum()) == 1 and qdq.agree(one)
+    assert not qdq.agree(qdq.steps_apart(right * 1.02, right, amax, qdq.NVFP4))
+
+
+class Nvfp4(nn.Module):
+    """An NVFP4 Linear as ModelOpt's lowered graphs hold it, on an input of any rank."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(32, 16)
+        self.register_buffer("a", torch.tensor(3.0))
+        self.register_buffer("w", self.fc.weight.detach().abs().max())
+
+    def forward(self, x):
+        q = torch.ops.trtcheck.dynamic_block_quantize_op
+        return nn.functional.linear(q(x, 16, self.a, 4, 2, 8, 4), q(self.fc.weight, 16, self.w, 4, 2, 8, 4), self.fc.bias)
+
+
+def test_an_nvfp4_linear_converts_and_verifies_in_2d_and_3d():
+    for shape in [(4, 32), (2, 3, 32)]:
+        report = trtcheck.verify(Nvfp4().eval(), (torch.randn(shape),), ONE, backend=ORT)
+        assert report.partition.summary().startswith("1 segment: 1 TensorRT") and len(report.quantizers) == 2, str(report)
+
+
+def test_nvfp4_on_a_4d_input_runs_in_pytorch_saying_tensorrt_takes_2d_or_3d():
+    model, inputs = Nvfp4().eval(), (torch.randn(2, 2, 3, 32),)
+    partition = trtcheck.partition(model, inputs, ONE)
+    explained = partition.explain()
+    assert "dynamic_block_quantize_op (trtcheck::dynamic_block_quantize_op): Torch" in explained
+    assert "takes 2D or 3D inputs" in explained, explained
+    trtcheck.verify(model, inputs, ONE, backend=ORT)

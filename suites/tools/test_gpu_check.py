@@ -83,3 +83,18 @@ def test_the_cpu_smoke_run_checks_mixed_fp16_and_tf32(tmp_path):
     assert "gpu check: 2 passed, 0 failed, 0 skipped, 0 not run" in result.stdout
     infos = [b["extra_info"] for b in json.loads((out / "benchmark.json").read_text())["benchmarks"]]
     assert {(i["precision"], i["tf32"]) for i in infos} == {("fp16", False), ("fp32", True)}
+
+
+@pytest.mark.slow
+def test_the_cpu_smoke_run_builds_the_quantized_engines_and_judges_them_by_the_quantized_rule(tmp_path):
+    pytest.importorskip("modelopt.torch.quantization", reason="needs nvidia-modelopt: pip install -e '.[quant]'")
+    out = tmp_path / "out"
+    result = run_check("--device", "cpu", "--models", "quantized_hf_llama_*", "--modes", "fp32,tf32", "--rounds", "2",
+                       "--min-block-size", "1", out=out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "gpu check: 2 passed, 0 failed, 2 skipped, 0 not run" in result.stdout, result.stdout
+    assert "fp32 mode only" in (out / "summary.txt").read_text()
+    run = report.load_run(out / "benchmark.json")
+    assert {g.key for g in run.groups} == {("quantized_hf_llama_fp8", "onnxruntime-fp32"), ("quantized_hf_llama_nvfp4", "onnxruntime-fp32")}
+    assert all(g.equivalence_passed for g in run.groups)
+    assert "quantized_hf_llama_nvfp4" in (out / "report.md").read_text()  # `trtcheck report` carries them

@@ -141,6 +141,9 @@ class ConversionContext:
         self.gm = gm
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
+        # Types of values ONNX shape inference cannot infer (the outputs of TensorRT's own ops), declared by their
+        # converters so that every value downstream is typed.
+        self.value_infos: list[onnx.ValueInfoProto] = []
         # The tensor of every weight (``is_weight``) by initializer name: ``initializers`` holds a placeholder for
         # each (``weight_placeholder``), so converting copies no weight; the interpreter fills them in or hands the
         # tensors on with the model.

@@ -20,6 +20,7 @@ from onnx import helper
 from trtcheck.conversion import registry
 from trtcheck.conversion.context import OPSET, ConversionContext, describe, value_info
 from trtcheck.errors import ConversionError
+from trtcheck.onnx_format.tensorrt_parser import TENSORRT_DOMAIN
 from trtcheck.onnx_format.weights import with_weights
 
 # The dict ``held_weights`` yields while it is active (else None): see there.
@@ -176,7 +177,7 @@ def segment_to_onnx(gm: torch.fx.GraphModule, opset: int = OPSET, accepted: Mapp
             raise ConversionError(f"unsupported {describe(node)} in a segment")
     nodes, initializers = _live(ctx.nodes, ctx.initializers, [o.name for o in outputs])
     weights = {t.name: ctx.weights[t.name] for t in initializers if t.name in ctx.weights}
-    model = _model(helper.make_graph(nodes, "trtcheck_segment", inputs, outputs, initializers), opset)
+    model = _model(helper.make_graph(nodes, "trtcheck_segment", inputs, outputs, initializers, value_info=ctx.value_infos), opset)
     checked = _weightless(model, weights)
     _check_outputs(checked, output_nodes)
     try:
@@ -191,9 +192,33 @@ def segment_to_onnx(gm: torch.fx.GraphModule, opset: int = OPSET, accepted: Mapp
     return model
 
 
+BLOCK_OPSET = 23
+"""The opset a segment holding NVFP4 is declared at: float4e2m1 DequantizeLinear (and ``block_size``, from 21)."""
+_RENAMED_AT_20 = {"GridSample": {"mode": {b"bilinear": b"linear", b"bicubic": b"cubic"}}}
+"""What the converters emit at opset 19 and opset 20 spells otherwise (the only change between 19 and 23 to ops
+trtcheck emits that is not a new type): rewritten where a segment is declared at ``BLOCK_OPSET``."""
+
+
+def _blocked(graph: onnx.GraphProto) -> bool:
+    """The segment quantizes in blocks (TensorRT's FP4 ops): it needs ``BLOCK_OPSET``."""
+    return any(node.domain == TENSORRT_DOMAIN for node in graph.node)
+
+
 def _model(graph: onnx.GraphProto, opset: int) -> onnx.ModelProto:
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="trtcheck")
-    model.ir_version = min(model.ir_version, 9)  # opset 19 pairs with IR 9 (float8 types): older runtimes load it
+    """The model of ``graph`` at ``opset``: 19 and IR 9 (float8 types; older runtimes load it), or ``BLOCK_OPSET`` and
+    IR 11 with TensorRT's own domain for a segment that quantizes in blocks (its opset-19 spellings renamed)."""
+    if not _blocked(graph):
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="trtcheck")
+        model.ir_version = min(model.ir_version, 9)
+        return model
+    for node in graph.node:
+        for attribute in node.attribute:
+            renamed = _RENAMED_AT_20.get(node.op_type, {}).get(attribute.name, {})
+            if attribute.s in renamed:
+                attribute.s = renamed[attribute.s]
+    imports = [helper.make_opsetid("", BLOCK_OPSET), helper.make_opsetid(TENSORRT_DOMAIN, 1)]
+    model = helper.make_model(graph, opset_imports=imports, producer_name="trtcheck")
+    model.ir_version = min(model.ir_version, 11)
     return model
 
 
@@ -206,7 +231,8 @@ def _weightless(model: onnx.ModelProto, weights: dict[str, torch.Tensor]) -> onn
     graph = model.graph
     declared = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in graph.initializer if t.name in weights]
     kept = [t for t in graph.initializer if t.name not in weights]
-    return _model(helper.make_graph(list(graph.node), graph.name, [*graph.input, *declared], list(graph.output), kept), OPSET)
+    return _model(helper.make_graph(list(graph.node), graph.name, [*graph.input, *declared], list(graph.output), kept,
+                                    value_info=list(graph.value_info)), OPSET)
 
 
 __all__ = ["OPSET", "held_weights", "segment_to_onnx"]

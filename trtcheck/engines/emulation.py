@@ -1,4 +1,4 @@
-"""ONNX Runtime's emulation of what its CPU provider lacks: float16/bfloat16 values rounded after every node, TF32.
+"""ONNX Runtime's emulation of what its CPU provider lacks: float16/bfloat16 values rounded after every node, TF32, FP4.
 
 The compiler hands every backend a finished graph (``trtcheck.compiler.mixed_precision``: the strongly typed
 fp16/bf16 graph TensorRT builds). TensorRT computes its types and TF32 natively; ONNX Runtime's CPU provider has no
@@ -7,7 +7,9 @@ them (``x*4000/4000`` gives ``x`` where eager gives ``inf``). So the ONNX Runtim
 given, deciding from the graph's own types (``needs_emulation``) and ``EngineOptions.tf32``:
 
 - ``emulate``: the float16/bfloat16 values computed in float32 and rounded to their own type after every node;
-- ``emulate_tf32``: the float32 factors of every MatMul, Gemm, Conv and ConvTranspose rounded to TF32.
+- ``emulate_tf32``: the float32 factors of every MatMul, Gemm, Conv and ConvTranspose rounded to TF32;
+- ``emulate_fp4``: TensorRT's NVFP4 quantization (``TRT_FP4DynamicQuantize`` and its two DequantizeLinear, which ONNX
+  Runtime 1.32 cannot run: it has no float4 kernel) computed with ordinary float32 ops, exactly.
 
 ``emulate`` in detail:
 
@@ -46,8 +48,9 @@ from onnx import TensorProto, helper, numpy_helper
 from trtcheck.engines.precision import TF32_DROPPED_BITS, round_tf32
 from trtcheck.errors import EngineBuildError
 from trtcheck.onnx_format.graph import FLOAT, LOW_TYPES, Names, captured, cast, elem_types, subgraphs
+from trtcheck.onnx_format.tensorrt_parser import FP4_DYNAMIC_QUANTIZE, TENSORRT_DOMAIN
 
-__all__ = ["TF32_OPS", "emulate", "emulate_tf32", "needs_emulation"]
+__all__ = ["TF32_OPS", "emulate", "emulate_fp4", "emulate_tf32", "needs_emulation"]
 
 _DTYPE_ATTRIBUTES = ("to", "dtype")
 
@@ -218,7 +221,7 @@ def emulate_tf32(
                 continue
         rounded[name] = names.value(f"{name}__tf32")
     runtime = [name for name in sorted(factor_uses) if rounded[name] != name]
-    constants = _Tf32Constants(names)
+    constants = _Constants(names, "tf32")
     produced_by = {output: index for index, node in enumerate(graph.node) for output in node.output}
     head: list[onnx.NodeProto] = []
     after: dict[int, list[onnx.NodeProto]] = {}
@@ -238,23 +241,25 @@ def emulate_tf32(
     return out, new_weights
 
 
-class _Tf32Constants:
-    """The float32 scalars every TF32 rounding reads, one initializer each, made on first use."""
+class _Constants:
+    """The constants a rewrite's nodes read (float32 scalars; int64 lists for shapes and axes), one initializer each,
+    made on first use and named ``{prefix}_{base}``."""
 
-    def __init__(self, names: Names) -> None:
-        self._names = names
+    def __init__(self, names: Names, prefix: str) -> None:
+        self._names, self._prefix = names, prefix
         self._made: dict[str, str] = {}
         self.tensors: list[onnx.TensorProto] = []
 
-    def __call__(self, base: str, value: float) -> str:
+    def __call__(self, base: str, value: float | list[int]) -> str:
         if base not in self._made:
-            tensor = numpy_helper.from_array(np.array(value, dtype=np.float32), self._names.value(f"tf32_{base}"))
+            array = np.array(value, dtype=np.int64 if isinstance(value, list) else np.float32)
+            tensor = numpy_helper.from_array(array, self._names.value(f"{self._prefix}_{base}"))
             self.tensors.append(tensor)
             self._made[base] = tensor.name
         return self._made[base]
 
 
-def _tf32_nodes(name: str, result: str, names: Names, constant: _Tf32Constants) -> list[onnx.NodeProto]:
+def _tf32_nodes(name: str, result: str, names: Names, constant: _Constants) -> list[onnx.NodeProto]:
     """Nodes computing ``result``, the float32 value ``name`` rounded to TF32, in float32 arithmetic: Veltkamp's split
     ``c - (c - x)`` with ``c = 8193 x`` keeps the 11 leading bits of ``x``, rounded to nearest even; ``x`` is scaled by
     ``2**-64`` (``2**64``) first when ``|x| > 2**100`` (``< 2**-100``) so that ``8193 x`` neither overflows nor falls
@@ -278,4 +283,100 @@ def _tf32_nodes(name: str, result: str, names: Names, constant: _Tf32Constants) 
                                       name=names.node(f"{name}/tf32_{output}"), doc_string=doc))
     nodes.append(helper.make_node("Where", [produced["is_inf"], name, produced["back"]], [result],
                                   name=names.node(f"{name}/tf32_round"), doc_string=doc))
+    return nodes
+
+
+def _is_fp4_quantize(node: onnx.NodeProto) -> bool:
+    return node.domain == TENSORRT_DOMAIN and node.op_type == FP4_DYNAMIC_QUANTIZE
+
+
+def emulate_fp4(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with each NVFP4 quantization (``TRT_FP4DynamicQuantize(x, global)`` -> codes, scales; ``scale =
+    DequantizeLinear(scales, global)``; ``y = DequantizeLinear(codes, scale, block_size=16)``) replaced by ordinary
+    ops computing ``y`` as ``trtcheck.qdq.dynamic_block_quantize_op`` does, in float32: each block's largest magnitude
+    over ``6 * global``, saturated at 448 and cast to float8e4m3fn (round to nearest even) and back, times ``global``
+    (rounded to ``x``'s type for a float16 ``x``); the block over that scale rounded to E2M1 as a multiple of its
+    spacing (0.5 below 2, 1 below 4, 2 above; ``Round`` is half to even), saturating at 6; times the scale. A block
+    whose scale is 0 gives zeros. Quantizations whose codes or scales anything else reads are left (ONNX Runtime
+    then refuses them). ``model`` is not changed."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    types = elem_types(out)
+    names = Names(out)
+    constant = _Constants(names, "fp4")
+    replaced: dict[int, list[onnx.NodeProto]] = {}
+    dropped: set[int] = set()
+    for quantize in [node for node in graph.node if _is_fp4_quantize(node)]:
+        codes, scales = (readers.get(name, []) for name in quantize.output)
+        if len(codes) != 1 or len(scales) != 1 or scales[0].op_type != "DequantizeLinear" or codes[0].op_type != "DequantizeLinear":
+            continue
+        dequantize = codes[0]
+        x, global_scale = quantize.input[0], quantize.input[1]
+        dtype = types.get(x, FLOAT)
+        replaced[id(quantize)] = _fp4_nodes(x, global_scale, dequantize.output[0], dtype, names, constant)
+        dropped |= {id(scales[0]), id(dequantize)}
+    if not replaced:
+        return out
+    body = [new for node in graph.node if id(node) not in dropped for new in replaced.get(id(node), [node])]
+    del graph.node[:]
+    graph.node.extend(body)
+    graph.initializer.extend(constant.tensors)
+    if not any(node.domain == TENSORRT_DOMAIN for node in graph.node):
+        kept = [opset for opset in out.opset_import if opset.domain != TENSORRT_DOMAIN]
+        del out.opset_import[:]
+        out.opset_import.extend(kept)
+    return out
+
+
+def _fp4_nodes(x: str, global_scale: str, result: str, dtype: int, names: Names, constant: _Constants) -> list[onnx.NodeProto]:
+    """``emulate_fp4``'s nodes for one quantization of ``x`` (of element type ``dtype``) into ``result``."""
+    doc = f"NVFP4 quantization of {x} (trtcheck.engines.emulation.emulate_fp4: ONNX Runtime has no FP4 kernel)"
+    wide = [("Cast", [x], "wide", {"to": FLOAT})] if dtype != FLOAT else [("Identity", [x], "wide", {})]
+    scale_in_type = ([("Cast", ["scale_f32"], "scale_low", {"to": dtype}), ("Cast", ["scale_low"], "scale", {"to": FLOAT})]
+                     if dtype != FLOAT else [("Identity", ["scale_f32"], "scale", {})])
+    steps = [
+        *wide,
+        ("Shape", ["wide"], "shape", {}), ("Shape", ["wide"], "outer", {"end": -1}),
+        ("Concat", ["outer", constant("blocks16", [-1, 16])], "blocked_shape", {"axis": 0}),
+        ("Reshape", ["wide", "blocked_shape"], "blocks", {}),
+        ("Abs", ["blocks"], "abs", {}),
+        ("ReduceMax", ["abs", constant("last_axis", [-1])], "largest", {"keepdims": 1}),
+        ("Mul", [global_scale, constant("six", 6.0)], "six_global", {}),
+        ("Div", ["largest", "six_global"], "raw_scale", {}),
+        ("Min", ["raw_scale", constant("e4m3_max", 448.0)], "saturated", {}),
+        ("Cast", ["saturated"], "scale_e4m3", {"to": TensorProto.FLOAT8E4M3FN}),
+        ("Cast", ["scale_e4m3"], "scale_units", {"to": FLOAT}),
+        ("Mul", ["scale_units", global_scale], "scale_f32", {}),
+        *scale_in_type,
+        ("Greater", ["scale", constant("zero", 0.0)], "has_scale", {}),
+        ("Where", ["has_scale", "scale", constant("one", 1.0)], "safe", {}),
+        ("Div", ["blocks", "safe"], "scaled", {}),
+        ("Abs", ["scaled"], "magnitude_raw", {}),
+        ("Min", ["magnitude_raw", constant("six", 6.0)], "magnitude", {}),
+        ("Less", ["magnitude", constant("two", 2.0)], "below_two", {}),
+        ("Less", ["magnitude", constant("four", 4.0)], "below_four", {}),
+        ("Where", ["below_four", constant("one", 1.0), constant("two", 2.0)], "spacing_high", {}),
+        ("Where", ["below_two", constant("half", 0.5), "spacing_high"], "spacing", {}),
+        ("Div", ["magnitude", "spacing"], "steps", {}),
+        ("Round", ["steps"], "rounded", {}),
+        ("Mul", ["rounded", "spacing"], "e2m1", {}),
+        ("Neg", ["e2m1"], "negative", {}),
+        ("Less", ["scaled", constant("zero", 0.0)], "is_negative", {}),
+        ("Where", ["is_negative", "negative", "e2m1"], "signed", {}),
+        ("Where", ["has_scale", "signed", constant("zero", 0.0)], "codes", {}),
+        ("Mul", ["codes", "scale"], "values", {}),
+        ("Reshape", ["values", "shape"], "values_shaped" if dtype != FLOAT else "out", {}),
+        *([("Cast", ["values_shaped"], "out", {"to": dtype})] if dtype != FLOAT else []),
+    ]
+    produced: dict[str, str] = {}
+    nodes = []
+    for op, inputs, output, attributes in steps:
+        produced[output] = result if output == "out" else names.value(f"{x}__fp4_{output}")
+        nodes.append(helper.make_node(op, [produced.get(i, i) for i in inputs], [produced[output]],
+                                      name=names.node(f"{x}/fp4_{output}"), doc_string=doc, **attributes))
     return nodes

@@ -23,7 +23,7 @@ import torch
 from onnx import TensorProto
 
 from trtcheck.engines.base import Engine, check_model_signature, onnx_elem_type, register_backend
-from trtcheck.engines.emulation import emulate, emulate_tf32, needs_emulation
+from trtcheck.engines.emulation import emulate, emulate_fp4, emulate_tf32, needs_emulation
 from trtcheck.engines.specs import EngineOptions, TensorSpec
 from trtcheck.errors import EngineBuildError
 from trtcheck.onnx_format.origins import explain_node_names, node_origins
@@ -286,12 +286,14 @@ class OnnxRuntimeEngine(Engine):
         (``trtcheck.engines.emulation``). ``options.tf32`` rounds the float32 factors of every MatMul, Gemm and
         convolution to TF32 (``emulate_tf32``); a graph holding float16/bfloat16 values (a mixed-precision graph, or
         a model that is float16 itself) computes them in float32, rounded to their type after every node
-        (``emulate``), decided from the graph's own types. Inputs and outputs keep their dtypes.
+        (``emulate``), decided from the graph's own types; NVFP4 quantization, which ONNX Runtime has no kernel for,
+        is computed with ordinary ops (``emulate_fp4``). Inputs and outputs keep their dtypes.
 
         The sole engine of a model spins while it runs and stops after (``stop_after_run``); one of several never
         spins (``never``), so that idle sessions leave the cores to the one running and to PyTorch (docs/performance.md,
         section "ONNX Runtime engines: threads, spinning and the call path").
         """
+        model = emulate_fp4(model)
         if options is not None and options.tf32:
             model, weights = emulate_tf32(model, weights)
         if needs_emulation(model):

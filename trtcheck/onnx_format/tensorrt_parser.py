@@ -8,6 +8,13 @@ table that matter to trtcheck's converters (2D/3D pooling only, no MaxPool indic
 first output of LayerNormalization) are enforced by the converters' validators.
 """
 
+TENSORRT_DOMAIN = "trt"
+"""The ONNX domain of TensorRT's own ops, which its parser reads (ModelOpt's ONNX exports write NVFP4 with it)."""
+FP4_DYNAMIC_QUANTIZE = "TRT_FP4DynamicQuantize"
+"""TensorRT's DynamicQuantize layer for NVFP4 in that domain: ``(x, double_quant_scale) -> (E2M1 codes, E4M3 block
+scales)``, attributes ``axis``, ``block_size`` and ``scale_type``."""
+TENSORRT_DOMAIN_OPS: frozenset[str] = frozenset({FP4_DYNAMIC_QUANTIZE})
+
 TENSORRT_VERSION = "10.15"
 SOURCE = "https://github.com/onnx/onnx-tensorrt/blob/main/docs/operators.md"
 
@@ -71,7 +78,8 @@ TENSORRT_ONNX_TYPES: dict[str, frozenset[str]] = {
     "Cast": _ANY | {"UINT8"},
     # Explicit quantization: QuantizeLinear takes float data, DequantizeLinear its codes; zero points must be 0.
     "QuantizeLinear": _FP,
-    "DequantizeLinear": frozenset({"INT8", "FLOAT8E4M3FN"}),
+    "DequantizeLinear": frozenset({"INT8", "FLOAT8E4M3FN", "FLOAT4E2M1"}),
+    FP4_DYNAMIC_QUANTIZE: _FP,
     # Dynamic shapes: the shape of a tensor of any type, and a Range from SymInt bounds.
     "Shape": _ANY,
     "Range": frozenset({"FLOAT", "INT32", "INT64"}),

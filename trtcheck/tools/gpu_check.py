@@ -13,6 +13,9 @@ On a CUDA machine it
    ``mixed-fp16`` (float32 model, ``precision="fp16"``: the segment's mixed-precision ONNX graph, float32 at the
    engine's I/O, which TensorRT 11 builds strongly typed) and ``tf32`` (float32 model, ``Settings(tf32=True)``:
    TensorRT's float32 matmuls and convolutions on TF32, as Torch-TensorRT builds by default; eager stays float32);
+   the ModelOpt-quantized entries (``--models 'quantized_*'``: INT8, FP8 and NVFP4 engines from explicit Q/DQ) in
+   ``fp32`` mode only, judged by the quantized rule (``verification.judge``: a code flipped at a rounding tie is
+   rounding);
 3. checks each compiled module against eager on the example inputs and a second input set (fp32: the zoo
    matrix's tolerances; fp16 and tf32 modes: rtol 1e-2 and atol 1e-2 of the largest eager output), and fails on
    fallbacks (a segment TensorRT's parser refused, an engine that did not build);
@@ -39,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _datetime
-import fnmatch
 import json
 import os
 import platform
@@ -271,17 +273,23 @@ def run_one(entry: Any, backend: str, mode: str, args: argparse.Namespace, devic
     import trtcheck  # deferred: the environment is reported even where this fails
     from trtcheck.benchmarking import extra_info  # deferred: the environment is reported even where this fails
     from trtcheck.engines import OnnxRuntimeEngine  # deferred: the environment is reported even where this fails
+    from trtcheck.lowering.quantized import eager_quantizers  # deferred: the environment is reported even where this fails
     from trtcheck.verification.equivalence import compare_outputs  # deferred: the environment is reported even where this fails
+    from trtcheck.verification.judge import Judge  # deferred: the environment is reported even where this fails
 
     dtype_name, precision, tf32 = MODES[mode]
     dtype = getattr(torch, dtype_name)
+    quantized = "quantized" in entry.tags
+    if quantized and mode != "fp32":
+        outcome.status = "skipped: a quantized entry runs in fp32 mode only (its Q/DQ pairs fix its precision)"
+        return
     model, inputs = entry.build()
     model = model.to(device).to(dtype) if dtype != torch.float32 else model.to(device)
     inputs = _to(tuple(inputs), device, dtype)
     second = _to(_second_inputs(entry, inputs), device, dtype)
     cache_dir = {"engine_cache_dir": args.engine_cache_dir} if args.engine_cache_dir else {}
     settings = trtcheck.Settings(min_block_size=args.min_block_size, precision=precision, tf32=tf32, **cache_dir)
-    with torch.inference_mode():
+    with torch.inference_mode(), eager_quantizers(model):
         try:
             model(*inputs)  # an op without a float16 kernel on this device fails here, before any compile
         except Exception as error:  # noqa: BLE001
@@ -305,11 +313,17 @@ def run_one(entry: Any, backend: str, mode: str, args: argparse.Namespace, devic
         if on_cpu:
             outcome.status = f"ERROR: ONNX Runtime sessions of segments {on_cpu} fell back to the CPU provider (see ONNX Runtime's log)"
             return
-    with torch.inference_mode():
+    judge = Judge.of_partition(stitched.partition) if quantized else None  # explicit Q/DQ: the quantized rule
+    with torch.inference_mode(), eager_quantizers(model):  # ModelOpt's NVFP4 runs eagerly with CUDA only (--device cpu)
         comparisons = []
         for x in (inputs, second):  # eager then stitched on each set: a stateful model advances alike on both
-            expected = model(*x)
-            comparisons.append(compare_outputs(expected, stitched(*x), **_tolerances(entry, mode, expected)))
+            expected, actual = model(*x), stitched(*x)
+            if judge is None:
+                comparisons.append(compare_outputs(expected, actual, **_tolerances(entry, mode, expected)))
+                continue
+            comparison = judge.compare(expected, actual)
+            judge.judge_call(comparison, model, x, {}, expected, actual)  # ties flipped by float32 arithmetic pass
+            comparisons.append(comparison)
         failed = [c for c in comparisons if not c.passed]
         equivalence = {
             "passed": not failed,
@@ -345,7 +359,7 @@ def select_models(pattern: str) -> list[Any]:
 
     names: list[str] = []
     for glob in (p.strip() for p in pattern.split(",") if p.strip()):
-        matched = [n for n in models.names() if fnmatch.fnmatchcase(n, glob)]
+        matched = models.names(glob)  # "*" is every model but the opt-in ones, which "quantized_*" names
         if not matched:
             raise SystemExit(f"gpu check: --models {glob!r} matches no zoo model; the zoo has {', '.join(models.names())}")
         names.extend(n for n in matched if n not in names)

@@ -42,7 +42,7 @@ from torch.utils import _pytree as pytree
 from trtcheck import qdq
 from trtcheck.engines.precision import unit_roundoff
 from trtcheck.lowering.graph import constant_tensor, flat_inputs
-from trtcheck.lowering.quantized import is_quantize
+from trtcheck.lowering.quantized import is_quantize, quantizer_call
 from trtcheck.verification.equivalence import Comparison, OutputComparison, compare_outputs, default_tolerances, render_path
 from trtcheck.verification.inputs import detached
 from trtcheck.verification.reference import Float64Model, float64_outputs, float64_outputs_and_depth, reduced_precision_outputs
@@ -544,9 +544,10 @@ def _judge_quantizer_outputs(comparison: Comparison, module: torch.fx.GraphModul
     )
     for output in comparison.outputs:
         node, value, engine = nodes.get(output.path), wanted.get(output.path), got.get(output.path)
-        if not (isinstance(node, torch.fx.Node) and is_quantize(node) and isinstance(engine, torch.Tensor)):
+        call = quantizer_call(node) if isinstance(node, torch.fx.Node) else None
+        if call is None or not isinstance(engine, torch.Tensor):
             continue
-        fmt, amax = qdq.format_of(node.args[2], node.args[3]), constant_tensor(node.args[1])
+        fmt, amax = call.fmt, constant_tensor(call.amax)
         if fmt is None or amax is None or not isinstance(value, torch.Tensor) or engine.shape != value.shape:
             continue
         steps = qdq.steps_apart(engine, value, amax, fmt)

@@ -21,7 +21,7 @@ from torch.utils import _pytree as pytree
 
 from trtcheck import qdq
 from trtcheck.lowering.graph import constant_tensor, flat_inputs
-from trtcheck.lowering.quantized import is_quantize
+from trtcheck.lowering.quantized import is_quantize, quantizer_call
 from trtcheck.partitioning.nodes import any_control_flow
 from trtcheck.partitioning.reasons import Target
 from trtcheck.provenance import node_source
@@ -33,7 +33,7 @@ from trtcheck.verification.reference import Float64Model
 
 @dataclass(frozen=True)
 class QuantizerCheck:
-    """One quantizer (``node``, a ``trtcheck.quantize_op``) built alone and compared code by code: ``elements``
+    """One quantizer (``node``, a call of one of trtcheck's quantize ops) built alone and compared code by code: ``elements``
     codes, ``mismatched`` of them differing, by at most ``steps`` (quantization steps); ``error`` where no engine
     could be built or run. ``where`` is its module path and source line (``provenance.node_source``)."""
 
@@ -66,7 +66,8 @@ class QuantizerCheck:
 def _amax_chain(node: torch.fx.Node) -> list[torch.fx.Node]:
     """The ops between a quantizer's amax buffer and the quantizer (ModelOpt's ``detach``, an ``alias``), in graph
     order: cut out with it, so that its engine reads the amax as the constant compile made it."""
-    chain, value = [], node.args[1]
+    call = quantizer_call(node)
+    chain, value = [], call.amax if call is not None else None
     while isinstance(value, torch.fx.Node) and value.op == "call_function":
         chain.append(value)
         value = value.args[0]
@@ -87,11 +88,12 @@ def check_quantizers(gm: torch.fx.GraphModule, nodes: Sequence[torch.fx.Node], v
     (``recording.record_eager``), its codes compared with eager's (module docstring)."""
     found = []
     for node in nodes:
-        fmt = qdq.format_of(node.args[2], node.args[3])
-        amax = constant_tensor(node.args[1])
+        call = quantizer_call(node)
+        fmt = call.fmt if call is not None else None
+        amax = constant_tensor(call.amax) if call is not None else None
         name = fmt.name if fmt is not None else "?"
         if fmt is None or amax is None:
-            found.append(QuantizerCheck(node.name, name, node_source(node), error="not a constant INT8 or FP8 quantizer"))
+            found.append(QuantizerCheck(node.name, name, node_source(node), error="not a constant INT8, FP8 or NVFP4 quantizer"))
             continue
         module, inputs = subgraph_module(gm, [*_amax_chain(node), node], values, [node])
         fed = [dense(values[producer]) for producer in inputs]

@@ -28,8 +28,9 @@ import torch.fx
 
 from trtcheck.compiler.pipeline import compile_request
 from trtcheck.compiler.request import CompileRequest
-from trtcheck.lowering.export import source_of
+from trtcheck.lowering.export import Source, source_of
 from trtcheck.lowering.graph import flat_inputs
+from trtcheck.lowering.quantized import eager_quantizers
 from trtcheck.names import from_source, node_source
 from trtcheck.partitioning.nodes import branch_names, in_branch
 from trtcheck.partitioning.reasons import Target
@@ -39,6 +40,7 @@ from trtcheck.verification.inputs import InputSet, cloned, compared_input_sets
 from trtcheck.verification.judge import Judge
 from trtcheck.verification.localize import localize
 from trtcheck.verification.probes import Budget, check_nodes, engine_of, float64_of, normalised, subgraph_module
+from trtcheck.verification.quantizers import quantizer_checks
 from trtcheck.verification.recorded_converters import register_recorded_converters
 from trtcheck.verification.recording import Values, record_eager
 from trtcheck.verification.repro import ReproCase, load_repro, write_subgraph_repro
@@ -233,13 +235,22 @@ def reduce_model(
     from eager's (``verify``'s sets: the examples, then ``inputs`` or sets drawn like ``verify``'s), and reduce the
     mismatch on it. A model whose outputs all match has nothing to reduce: an empty ``Reduction`` that says so."""
     request = CompileRequest(settings, backend, dynamic_shapes=dynamic_shapes)  # checked once, before any work
-    backend = request.backend
     source = source_of(model, example_inputs, example_kwargs)
+    with eager_quantizers(source.eager):  # NVFP4 quantizers ModelOpt runs only with CUDA compute TensorRT's arithmetic
+        return _reduce_source(source, request, rtol, atol, inputs, num_inputs, seed, options)
+
+
+def _reduce_source(source: Source, request: CompileRequest, rtol: float | None, atol: float | None,
+                   inputs: Sequence[InputSet] | None, num_inputs: int, seed: int, options: Mapping[str, Any]) -> Reduction:
+    """``reduce_model`` on a bound source: the first input set whose outputs differ, or (a quantized model whose
+    outputs all pass) the first set, where a quantizer's codes differ from TensorRT's arithmetic."""
+    backend = request.backend
     compiled = compile_request(source.lowerable, source.example_args, request, source.example_kwargs)
     kwargs = dict(source.example_kwargs or {})
     judge = Judge.of_partition(compiled.partition, rtol, atol)
     stateful = bool(compiled_state(compiled))
-    for _, input_set in compared_input_sets(compiled.signature, source.example_args, inputs, num_inputs, seed):
+    sets = [input_set for _, input_set in compared_input_sets(compiled.signature, source.example_args, inputs, num_inputs, seed)]
+    for input_set in sets:
         state = snapshot_state(source.eager) if stateful else None
         with torch.no_grad():
             expected = source.eager(*cloned(input_set), **cloned(kwargs))
@@ -248,21 +259,33 @@ def reduce_model(
         # judged as verify judges it: a correct fp16 model (or a float32 one rounding beyond the tolerances) is no mismatch
         judge.judge_call(comparison, source.eager, input_set, kwargs, expected, actual, state)
         if not comparison.passed:
-            flat = flat_inputs(compiled.partition.graph_module, input_set, kwargs)
-            gm = compiled.partition.graph_module
-            with torch.no_grad():  # as reduce_compiled does, the values kept to tell which branch ran
-                values = record_eager(gm, flat)
-                reduction = reduce_graph(gm, values, tensorrt_nodes(compiled), backend, rtol, atol,
-                                         settings=compiled.partition.settings, **options)
-            reduction.mismatch = next((o.message for o in comparison.outputs if not o.passed), "an output differs")
-            reduction.unreduced = branches_with_engines(compiled.partition, _branches_taken(gm, values))
-            inside = None
-            if not reduction.culprits and reduction.unreduced and not reduction.cut_short:
-                inside = _reduce_in_branch(reduction, compiled, flat, backend, rtol, atol, options)
-            if not reduction.culprits:
-                reduction.notes.append(_unexplained(reduction, inside))
-            return reduction
+            mismatch = next((o.message for o in comparison.outputs if not o.passed), "an output differs")
+            return _reduce_on(compiled, input_set, kwargs, mismatch, backend, rtol, atol, options)
+    if judge.quantized:  # outputs within rounding can hide a wrong quantizer: its codes do not (verify's check)
+        wrong = [check for check in quantizer_checks(compiled, sets[0], kwargs, backend) if not check.passed]
+        if wrong:
+            return _reduce_on(compiled, sets[0], kwargs, str(wrong[0]), backend, rtol, atol, options)
     return Reduction(candidates=len(tensorrt_nodes(compiled)), notes=["the compiled outputs match eager's: nothing to reduce"])
+
+
+def _reduce_on(compiled: Any, input_set: InputSet, kwargs: Mapping[str, Any], mismatch: str, backend: str,
+               rtol: float | None, atol: float | None, options: Mapping[str, Any]) -> Reduction:
+    """The mismatch ``mismatch`` on ``input_set`` reduced to its culprits (``reduce_graph``), in control-flow branches
+    when the top level explains none."""
+    flat = flat_inputs(compiled.partition.graph_module, input_set, kwargs)
+    gm = compiled.partition.graph_module
+    with torch.no_grad():  # as reduce_compiled does, the values kept to tell which branch ran
+        values = record_eager(gm, flat)
+        reduction = reduce_graph(gm, values, tensorrt_nodes(compiled), backend, rtol, atol,
+                                 settings=compiled.partition.settings, **options)
+    reduction.mismatch = mismatch
+    reduction.unreduced = branches_with_engines(compiled.partition, _branches_taken(gm, values))
+    inside = None
+    if not reduction.culprits and reduction.unreduced and not reduction.cut_short:
+        inside = _reduce_in_branch(reduction, compiled, flat, backend, rtol, atol, dict(options))
+    if not reduction.culprits:
+        reduction.notes.append(_unexplained(reduction, inside))
+    return reduction
 
 
 def branches_with_engines(partition: Any, taken: Mapping[str, bool] | None = None, path: str = "") -> list[str]:

@@ -70,7 +70,7 @@ class Float64Model:
     def run(self, args: Sequence[Any], kwargs: Mapping[str, Any], *, flip_ties: bool = False,
             left_out: frozenset[int] = frozenset()) -> tuple[Any, str, int]:
         """The outputs on ``args``/``kwargs``, ``""`` and the depth; or None, why and 0. Quantizers
-        (``trtcheck.quantize_op``, counted in the order the call runs them): those in ``left_out`` pass their input
+        (trtcheck's quantize ops, counted in the order the call runs them): those in ``left_out`` pass their input
         through unquantized; with ``flip_ties`` every other one flips its code nearest a rounding tie."""
         widen = lambda x: x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x  # noqa: E731
         wide = tree_map(widen, (cloned(tuple(args)), cloned(dict(kwargs))))
@@ -193,7 +193,7 @@ class _RoundWhereTheModelCasts(TorchDispatchMode):
 
 
 class _Quantizers(_RoundWhereTheModelCasts):
-    """The float64 reference with its quantizers (``trtcheck.quantize_op``, counted in call order) changed: those in
+    """The float64 reference with its quantizers (trtcheck's quantize ops, counted in call order) changed: those in
     ``left_out`` pass their input through (a quantizer left out: ``verification.quantizers``); with ``flip_ties``, every
     other one moves the one code nearest a rounding tie one step to the other side, what an engine whose float32
     arithmetic lands that input on the other side of the tie computes (``qdq.flip_nearest_tie``; how far the outputs
@@ -204,14 +204,16 @@ class _Quantizers(_RoundWhereTheModelCasts):
         self.flip_ties, self.left_out, self.calls = flip_ties, left_out, 0
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        if func is not torch.ops.trtcheck.quantize_op.default:
+        call = qdq.quant_call(func, args)
+        if call is None:
             return super().__torch_dispatch__(func, types, args, kwargs)
         index, self.calls = self.calls, self.calls + 1
         if index in self.left_out:
-            return args[0].clone()
+            return call.input.clone()
         out = super().__torch_dispatch__(func, types, args, kwargs)
-        signed = qdq.format_of(args[2], args[3]) if not args[4] else None  # ModelOpt's unsigned INT8: not TensorRT's, not flipped
-        return qdq.flip_nearest_tie(args[0], out, args[1], signed) if self.flip_ties else out
+        if not self.flip_ties or call.unsigned:  # ModelOpt's unsigned INT8: not TensorRT's arithmetic, not flipped
+            return out
+        return qdq.flip_nearest_tie(call.input, out, call.amax, call.fmt)
 
 
 @torch.compiler.disable  # eager ``torch.cond`` runs under ``torch.compile``, which must not trace the mode's entry
