@@ -116,6 +116,14 @@ def resolve_ops(specs: Iterable[OpSpec]) -> OpMatcher:
     return OpMatcher(frozenset(packets), frozenset(overloads), tuple(written))
 
 
+def in_branch(path: str, name: str) -> str:
+    """``name`` (a node's, or a nested branch's) under the branch path ``path`` that ``Partition.walk`` yields:
+    ``true_graph_0/add``, or ``add`` itself at the top (``path`` empty). The one spelling every report, error, key
+    and setting uses, so a name read from one (``explain``, a build error, the graph view) finds the node in another
+    (``Settings.fp32_nodes`` takes it too)."""
+    return f"{path}/{name}" if path else name
+
+
 @dataclass(frozen=True)
 class Fp32Nodes:
     """Resolved ``Settings.fp32_nodes``: node names of the lowered graph, and ops (an entry with ``::`` or ``.``)
@@ -132,17 +140,30 @@ class Fp32Nodes:
         """Whether the node ``node_name`` calling ``target`` (``"aten.add.Tensor"``) stays in float32."""
         return node_name in self.names or target in self.ops or target.rsplit(".", 1)[0] in self.ops
 
-    def unmatched(self, graphs: Iterable[torch.fx.Graph]) -> list[str]:
-        """The entries that match no node of ``graphs``: names no node has, ops no node calls."""
+    def unmatched(self, graphs: Iterable[tuple[str, torch.fx.Graph]]) -> list[str]:
+        """The entries that match no node of ``graphs`` (each with its branch path, as ``Partition.walk`` yields
+        them): names no node has, spelled as trtcheck prints them (``false_graph_0/mul_1`` in a branch), and ops no
+        node calls."""
         seen_names: set[str] = set()
         seen_ops: set[str] = set()
-        for graph in graphs:
+        for path, graph in graphs:
             for node in graph.nodes:
                 if node.op == "call_function":
-                    seen_names.add(node.name)
+                    seen_names.add(in_branch(path, node.name))
                     if isinstance(node.target, torch._ops.OpOverload):
                         seen_ops.update((str(node.target), str(node.target.overloadpacket)))
         return sorted(self.names - seen_names) + sorted(self.ops - seen_ops)
+
+    def in_branch(self, name: str) -> Fp32Nodes:
+        """These entries as a branch graph ``name`` matches them: its nodes by the names under ``name/`` (the path
+        stripped: ``false_graph_0/mul_1`` is that branch's ``mul_1``), and every op. A bare name is a node of the
+        graph the entries were written for, never of a branch: one spelling for one node."""
+        prefix = f"{name}/"
+        return Fp32Nodes(frozenset(entry[len(prefix):] for entry in self.names if entry.startswith(prefix)), self.ops)
+
+    def entries(self) -> list[str]:
+        """The entries as ``Settings.fp32_nodes`` holds them: node names, then ops as ``str(op)`` spells them."""
+        return sorted(self.names) + sorted(self.ops)
 
 
 def is_op_name(spec: str) -> bool:

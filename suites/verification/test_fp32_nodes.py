@@ -181,3 +181,60 @@ def test_the_command_prints_the_setting_and_refuses_fp32(tmp_path, capsys):
     assert "verifies in fp16 with" in out and "Settings(precision='fp16', fp32_nodes=[" in out and "time per call" in out
     assert main(["precision", f"{path}:build", "--precision", "fp32"]) == 2
     assert "needs --precision fp16 or --precision bf16" in capsys.readouterr().err
+
+
+class OverflowingBranch(torch.nn.Module):
+    """A ``torch.cond`` whose taken branch leaves fp16's range (issue 53, items 6 and 7)."""
+
+    def forward(self, x):
+        def big(x):
+            y = x * 300.0
+            return torch.sqrt((y * y).sum(-1, keepdim=True))
+
+        def small(x):
+            return torch.sqrt((x * x).sum(-1, keepdim=True)) + 1
+
+        return torch.cond(x.sum() > 0, big, small, (x,))
+
+
+def _positive() -> tuple[torch.Tensor]:
+    return (torch.randn(4, 64, generator=torch.Generator().manual_seed(0)).abs(),)
+
+
+def test_fp32_nodes_takes_a_branch_node_by_the_name_explain_prints_and_a_bare_name_only_at_the_top():
+    model, inputs = OverflowingBranch(), _positive()
+    explained = trtcheck.partition(model, inputs, FP16).explain()
+    assert "true_graph_0/sum_1 (aten::sum.dim_IntList)" in explained
+    keep = ["true_graph_0/mul_1", "true_graph_0/sum_1", "true_graph_0/sqrt"]
+    with pytest.raises(trtcheck.VerificationError):
+        trtcheck.verify(model, inputs, FP16, backend="onnxruntime")
+    trtcheck.verify(model, inputs, dataclasses.replace(FP16, fp32_nodes=keep), backend="onnxruntime")
+    with pytest.raises(SettingsError, match=r"'sqrt' matches no node.*true_graph_0/sqrt"):
+        trtcheck.partition(model, inputs, dataclasses.replace(FP16, fp32_nodes=["sqrt"]))  # the top graph has no sqrt
+
+
+def test_the_search_searches_a_branchs_nodes_and_its_set_verifies():
+    model, inputs = OverflowingBranch(), _positive()
+    found = search_fp32_nodes(model, inputs, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime", timed=False)
+    assert found.fp32_nodes and all(name.startswith("true_graph_0/") for name in found.fp32_nodes), str(found)
+    trtcheck.verify(model, inputs, dataclasses.replace(FP16, fp32_nodes=found.fp32_nodes), backend="onnxruntime")
+
+
+def test_the_search_of_a_saved_program_tries_the_sizes_verify_tries(tmp_path):
+    """Issue 53, item 5: a ``.pt2`` whose Dim's maximum overflows fp16 (not its example) must not be found to verify
+    with no node in float32: the search's trials are ``verify``'s, at the Dims' sizes too."""
+
+    class Norm(torch.nn.Module):
+        def forward(self, x):
+            return torch.sqrt((x * x).sum(0))
+
+    x = torch.rand(8, 4, generator=torch.Generator().manual_seed(0)) * 100 + 50  # 8 rows stay in range, 4096 do not
+    program = torch.export.export(Norm(), (x,), dynamic_shapes=({0: torch.export.Dim("n", min=2, max=4096)},))
+    path = tmp_path / "norm.pt2"
+    torch.export.save(program, path)
+    with pytest.raises(trtcheck.VerificationError) as caught:
+        trtcheck.verify(str(path), None, FP16, backend="onnxruntime")
+    assert any(label.startswith("max:") for label in caught.value.report.input_sets)
+    found = search_fp32_nodes(str(path), None, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime", timed=False)
+    assert found.fp32_nodes, str(found)
+    trtcheck.verify(str(path), None, dataclasses.replace(FP16, fp32_nodes=found.fp32_nodes), backend="onnxruntime")

@@ -107,6 +107,22 @@ def test_a_range_problem_reduces_to_the_nodes_fp16_cannot_hold_and_says_so():
         assert "a conversion error" not in culprit.failure
 
 
+def test_each_reduced_fp16_culprits_repro_replays_at_fp16_and_fails_alone(tmp_path):
+    """Issue 53, item 8: ``trtcheck reduce --precision fp16`` wrote culprits whose ``repro.py`` replayed in float32
+    and printed PASS. A repro folder records the failure's settings and builds and judges at them."""
+    import json
+    import subprocess
+    import sys
+
+    model, inputs = _rms_norm()
+    found = reduce_model(model, inputs, FP16, backend=ORT, budget=60, out_dir=tmp_path)
+    assert found.culprits, str(found)
+    for culprit in found.culprits:
+        assert json.loads((culprit.repro / "settings.json").read_text())["settings"]["precision"] == "fp16"
+        done = subprocess.run([sys.executable, str(culprit.repro / "repro.py")], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 1 and done.stdout.strip().endswith("FAIL"), done.stdout[-2000:] + done.stderr[-2000:]
+
+
 def test_a_correct_model_whose_fp16_failure_is_its_range_blames_no_converter():
     """RMSNorm300's ``h * h`` passes 65504 in fp16: eager in fp16 is as wrong as the engine, so the op found is
     fp16's range, not a converter, and the fix named is ``fp32_nodes``. Before: no culprit, only the float32 note."""

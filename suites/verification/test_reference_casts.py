@@ -65,3 +65,48 @@ def test_the_reference_of_a_lowered_graph_rounds_where_it_casts():
     direct, _ = float64_outputs(model, inputs, {})
     assert why == ""
     torch.testing.assert_close(exact.double(), direct, rtol=1e-9, atol=1e-9)
+
+
+class MakesItsOwnFloat32(nn.Module):
+    """What torchvision's RAFT and timm's rotary embeddings do: float32 tensors the model makes itself (an integer grid
+    made float by ``.float()``, a table made with ``dtype=torch.float32``) fed to its own layers (issue 53, item 0:
+    "Input type (float) and bias type (double)", no reference, and float32's tolerances then judged alone)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, w = x.shape[-2:]
+        ys, xs = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+        grid = torch.stack([xs, ys]).float()[None].expand(x.shape[0], -1, -1, -1)
+        freqs = 1.0 / (10000 ** (torch.arange(0, 8, 2, dtype=torch.float32) / 8))
+        return (self.conv(grid) + x.repeat(1, 2, 1, 1)) * freqs.sum()
+
+
+def test_float32_tensors_a_model_makes_itself_are_made_in_float64_by_the_reference():
+    model, x = MakesItsOwnFloat32().eval(), torch.randn(2, 2, 5, 6, generator=torch.Generator().manual_seed(0))
+    exact, why = float64_outputs(model, (x,), {})
+    assert why == "" and exact is not None and exact.dtype == torch.float64, why
+    wide = x.double()  # the same model written in float64 by hand
+    ys, xs = torch.meshgrid(torch.arange(5), torch.arange(6), indexing="ij")
+    grid = torch.stack([xs, ys]).double()[None].expand(2, -1, -1, -1)
+    freqs = 1.0 / (10000 ** (torch.arange(0, 8, 2, dtype=torch.float64) / 8))
+    conv = nn.functional.conv2d(grid, model.conv.weight.double(), model.conv.bias.double(), padding=1)
+    by_hand = (conv + wide.repeat(1, 2, 1, 1)) * freqs.sum()
+    assert torch.allclose(exact, by_hand, rtol=1e-13, atol=0)  # float64 throughout, not float32 made wide
+
+
+def test_a_model_making_its_own_float32_tensors_is_judged_against_float64():
+    """An engine nearer float64 than eager, beyond tolerances made tight enough to miss: the judge takes it for rounding
+    because it has the reference (without one it returned "no float64 reference" and the tolerances' FAIL stood)."""
+    from trtcheck.verification.judge import Judge
+
+    model, x = MakesItsOwnFloat32().eval(), torch.randn(2, 2, 5, 6, generator=torch.Generator().manual_seed(0))
+    judge = Judge.of(trtcheck.Settings(), rtol=1e-12, atol=1e-12)
+    expected = model(x)
+    actual = float64_outputs(model, (x,), {})[0].float()  # float64's answer, rounded once
+    comparison = judge.compare(expected, actual)
+    assert not comparison.passed  # the tolerances alone fail it
+    assert judge.judge_call(comparison, model, (x,), {}, expected, actual) == "" and comparison.passed, str(comparison)

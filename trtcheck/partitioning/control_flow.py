@@ -137,19 +137,20 @@ def _free_attribute(module: torch.nn.Module, name: str) -> str:
     return candidate
 
 
-PartitionFn = Callable[[torch.fx.GraphModule, ModuleMatcher], Partition]
+PartitionFn = Callable[[torch.fx.GraphModule, ModuleMatcher, str], Partition]
 
 
 def partition_branches(partition: Partition, forced_modules: ModuleMatcher, partition_fn: PartitionFn) -> dict[str, Partition]:
-    """Partition every branch of every control-flow node of ``partition`` with ``partition_fn`` (the driver,
-    with the parent's settings: it recurses into nested control flow), keyed by branch attribute name."""
+    """Partition every branch of every control-flow node of ``partition`` with ``partition_fn`` (the driver, with
+    the parent's settings as that branch takes them: it recurses into nested control flow), keyed by branch
+    attribute name, which ``partition_fn`` is given too."""
     found: dict[str, Partition] = {}
     for node in partition.graph_module.graph.nodes:
         if is_control_flow(node):
             modules = branch_modules(forced_modules, node)
             for name in branch_names(node):
                 if name not in found:
-                    found[name] = partition_fn(inline_constants(partition.graph_module, node, name), modules)
+                    found[name] = partition_fn(inline_constants(partition.graph_module, node, name), modules, name)
     return found
 
 

@@ -7,6 +7,7 @@ segment that reads it), so the loop terminates; each round is linear in the grap
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +24,7 @@ from trtcheck.names import ModuleMatcher, checked_settings, resolve_autocast_ops
 from trtcheck.partitioning.boundaries import GraphChanges, apply_min_block_size, enforce_tensor_boundaries, segment_index
 from trtcheck.partitioning.control_flow import isolate_control_flow, partition_branches
 from trtcheck.partitioning.decisions import Support, follow_producers, initial_targets, support_check_of
-from trtcheck.partitioning.nodes import any_control_flow, is_tensor_value
+from trtcheck.partitioning.nodes import any_control_flow, in_branch, is_tensor_value
 from trtcheck.partitioning.optimal import Optimal
 from trtcheck.partitioning.order import WRITES, may_write_cached, state_order
 from trtcheck.partitioning.partition import Partition, Segment, boundary_bytes, merge_adjacent
@@ -118,14 +119,15 @@ def _check_fp32_nodes_matched(result: Partition) -> None:
     fp32_nodes = resolve_fp32_nodes(result.settings.fp32_nodes)
     if not fp32_nodes and (policy is None or not (policy.excluded_ops or policy.excluded_nodes or policy.calibration)):
         return  # nothing to match (the common case: no walk over every node)
-    graphs = [part.graph_module.graph for _, part in result.walk()]
-    names = [node.name for graph in graphs for node in graph.nodes if node.op == "call_function"]
+    graphs = [(path, part.graph_module.graph) for path, part in result.walk()]
+    names = [in_branch(path, node.name) for path, graph in graphs for node in graph.nodes if node.op == "call_function"]
     unmatched = [("fp32_nodes", fp32_nodes.unmatched(graphs))]
     if policy is not None:
         unmatched += [
             ("Autocast.excluded_ops", resolve_autocast_ops(policy.excluded_ops).unmatched(graphs)),
-            ("Autocast.excluded_nodes", [p for p in policy.excluded_nodes if not any(re.match(p, name) for name in names)]),
-            ("Autocast.calibration", sorted(set(policy.calibration or {}) - {n.name for g in graphs for n in g.nodes})),
+            ("Autocast.excluded_nodes", [p for p in policy.excluded_nodes
+                                         if not any(re.match(p, node.name) for _, g in graphs for node in g.nodes)]),
+            ("Autocast.calibration", sorted(set(policy.calibration or {}) - {n.name for _, g in graphs for n in g.nodes})),
         ]
     for field, entries in unmatched:
         if entries:
@@ -170,9 +172,19 @@ def _partition_graph(
         _check_full_compilation(result)
     if any_control_flow(nodes):  # ``nodes`` may miss copies, never a control-flow node
         result.branches = partition_branches(  # branch copies are ours to change: may_change_graph
-            result, forced_modules, lambda branch, modules: _partition_graph(branch, settings, support, modules, True)
+            result, forced_modules,
+            lambda branch, modules, name: _partition_graph(branch, _branch_settings(settings, name), support, modules, True),
         )
     return result
+
+
+def _branch_settings(settings: Settings, name: str) -> Settings:
+    """``settings`` as the branch graph ``name`` takes them: ``fp32_nodes`` naming its nodes by their path
+    (``false_graph_0/mul_1``) name them as that graph does (``mul_1``), and bare names, the parent graph's nodes, are
+    dropped (``Fp32Nodes.in_branch``), so that each node has the one name trtcheck prints for it."""
+    if not settings.fp32_nodes:
+        return settings
+    return dataclasses.replace(settings, fp32_nodes=resolve_fp32_nodes(settings.fp32_nodes).in_branch(name).entries())
 
 
 def _settle(

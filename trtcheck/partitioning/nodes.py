@@ -18,6 +18,7 @@ import torch
 import torch.fx
 
 from trtcheck.lowering.graph import is_getitem  # re-exported: see the module docstring
+from trtcheck.names import in_branch as in_branch  # re-exported: the spelling of a branch node lives with the names
 
 NOT_SEGMENTED = ("placeholder", "get_attr", "output")
 
@@ -126,13 +127,6 @@ def branch_names(node: torch.fx.Node) -> list[str]:
     if op is None:
         return []
     return [node.args[position].target for position in op.branches]
-
-
-def in_branch(path: str, name: str) -> str:
-    """``name`` (a node's, or a nested branch's) under the branch path ``path`` that ``Partition.walk`` yields:
-    ``true_graph_0/add``, or ``add`` itself at the top (``path`` empty). The one spelling every report, error and
-    key uses, so a name read from one (``explain``, a build error, the graph view) finds the node in another."""
-    return f"{path}/{name}" if path else name
 
 
 def bound_operands(node: torch.fx.Node) -> list[tuple[Any, bool]]:

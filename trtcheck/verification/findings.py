@@ -93,6 +93,7 @@ class Culprit:
     message: str = ""
     where: str = ""  # the control-flow branch its segment runs in, as ``SegmentCheck.where``
     source: str = ""  # where in the user's code the op came from (``names.node_source``): module path, file:line
+    exact: bool = False  # its output is integers or booleans: compared exactly, no float64 distance to weigh
 
     @property
     def precision(self) -> str:
@@ -118,6 +119,9 @@ class Culprit:
         return self.verdict is not None and self.verdict.precision_cause
 
     def diagnosis(self) -> str:
+        if self.exact and self.survives_isolation:
+            return ("this op's converter is wrong: its integer or boolean output differs from eager's on the same inputs "
+                    "(compared exactly: there is no rounding to forgive)")
         return self.judge.explain(self.distance, self.node)
 
     def __str__(self) -> str:

@@ -8,7 +8,7 @@ Users of reduced precision lose days finding the layers to keep in float32 (NVID
 2. the overflow origins eager's activations name (``ranges.range_findings``), then those and the usual suspects
    (``ranges.suspects``: normalizations, softmaxes, powers, exps, long sums, values past 512), then every node the
    engines run: the first set that verifies is kept (none verifying: the mismatch is not one of precision, and the
-   search says so);
+   search says so; a control-flow branch's nodes are among them, named by their path, ``false_graph_0/mul_1``);
 3. that set shrunk by removing chunks, as delta debugging does (halves, then quarters, ... down to single nodes),
    keeping each removal after which ``verify`` still passes, until no chunk can go or the budget is spent. The
    result is 1-minimal when the budget allows: no single node of it can be dropped.
@@ -32,7 +32,7 @@ from trtcheck.compiler.pipeline import compile
 from trtcheck.errors import SettingsError, VerificationError
 from trtcheck.lowering.export import lower, source_of
 from trtcheck.lowering.graph import flat_inputs
-from trtcheck.names import checked_settings
+from trtcheck.names import checked_settings, in_branch
 from trtcheck.partitioning.reasons import Target
 from trtcheck.runtime.profiling import profile
 from trtcheck.settings import Settings
@@ -114,9 +114,9 @@ def search_fp32_nodes(
             passed = True
         except VerificationError as failure:
             report, passed = failure.report, False
-        if not engine_nodes:
-            engine_nodes.extend(node.name for segment in report.partition.segments if segment.target is Target.TENSORRT
-                                for node in segment.nodes if node.op == "call_function")
+        if not engine_nodes:  # control-flow branches' too, by the path trtcheck prints (``false_graph_0/mul_1``)
+            engine_nodes.extend(in_branch(path, node.name) for path, part in report.partition.walk() for segment in part.segments
+                                if segment.target is Target.TENSORRT for node in segment.nodes if node.op == "call_function")
         result.trials.append((chosen, passed))
         return passed
 

@@ -39,7 +39,7 @@ from trtcheck.values import cloned
 from trtcheck.verification.equivalence import compare_outputs
 from trtcheck.verification.findings import Culprit, Localization, ValueRange, in_where
 from trtcheck.verification.judge import Distance, Judge
-from trtcheck.verification.probes import Budget, NodeCheck, check_nodes, dense, floating, normalised, subgraph_module
+from trtcheck.verification.probes import Budget, NodeCheck, check_nodes, compared, dense, floating, normalised, subgraph_module
 from trtcheck.verification.recording import Values
 from trtcheck.verification.state import restore_state, snapshot_state
 from trtcheck.verification.walk import Walk, WalkedGraph
@@ -113,19 +113,18 @@ def _first_diverging_op(
     that op alone (isolation) and against float64."""
     gm, eager = graph.gm, graph.eager
     nodes = normalised(segment.nodes)
-    handed_on = {node for node in segment.outputs if isinstance(eager.get(node), torch.Tensor) and not floating(eager[node])}
+    handed_on = {node for node in segment.outputs if isinstance(eager.get(node), torch.Tensor) and not compared(eager[node])}
 
-    def compared(chosen: Sequence[torch.fx.Node]) -> list[torch.fx.Node] | None:
-        """What a sub-engine of ``chosen`` is judged on: its floating values (``check_nodes``' default), and the
-        segment's own outputs that are not floating (a loop's condition, a count), which the segment's local check
-        compared: a wrong predicate shows in no floating value inside its segment."""
+    def judged_on(chosen: Sequence[torch.fx.Node]) -> list[torch.fx.Node] | None:
+        """What a sub-engine of ``chosen`` is judged on: its values of numbers (``check_nodes``' default), and the
+        segment's own outputs of other types, which the segment's local check compared."""
         if not handed_on:
             return None
-        return [node for node in normalised(chosen) if floating(eager.get(node)) or node in handed_on]
+        return [node for node in normalised(chosen) if compared(eager.get(node)) or node in handed_on]
 
     def fails(count: int) -> NodeCheck:
         found.sub_engines += 1
-        check = check_nodes(gm, nodes[:count], eager, backend, judge, outputs=compared(nodes[:count]), settings=settings)
+        check = check_nodes(gm, nodes[:count], eager, backend, judge, outputs=judged_on(nodes[:count]), settings=settings)
         _unjudged(found, check)
         return check
 
@@ -162,7 +161,7 @@ def _first_diverging_op(
         node = nodes[high - 1]
     while is_getitem(node) and node.args[0] in nodes:  # a getitem is its producer's output
         node = node.args[0]
-    return _culprit(graph, index, node, backend, judge, last, found, compared([node]), settings)
+    return _culprit(graph, index, node, backend, judge, last, found, judged_on([node]), settings)
 
 
 def _unjudged(found: Localization, check: NodeCheck) -> None:
@@ -198,6 +197,7 @@ def _culprit(
         message=alone.error,
         where=graph.where,
         source=node_source(target),
+        exact=not any(floating(eager.get(value)) for value in _outputs_of(node, alone)) and bool(_outputs_of(node, alone)),
     )
 
 

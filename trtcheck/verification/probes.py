@@ -65,9 +65,9 @@ def subgraph_module(
 ) -> tuple[torch.fx.GraphModule, list[torch.fx.Node]]:
     """``nodes`` of ``gm`` cut out as a standalone ``GraphModule`` (``partitioning.extract.nodes_module``: as compile
     cuts a segment) and the original nodes its placeholders stand for; the outputs are ``outputs`` (default: every
-    node of the set whose recorded value in ``values`` is a floating Tensor)."""
+    node of the set whose recorded value in ``values`` is a Tensor of numbers, ``compared``)."""
     if outputs is None:
-        outputs = [node for node in nodes if floating(values.get(node))]
+        outputs = [node for node in nodes if compared(values.get(node))]
     return nodes_module(gm, nodes, outputs)
 
 
@@ -145,7 +145,7 @@ def check_nodes(
     check = NodeCheck(chosen, [])
     if not chosen:
         return check
-    outputs = list(outputs) if outputs is not None else [n for n in chosen if floating(values.get(n))]
+    outputs = list(outputs) if outputs is not None else [n for n in chosen if compared(values.get(n))]
     module, inputs = subgraph_module(gm, chosen, values, outputs)
     check.inputs = inputs
     check.outputs = outputs
@@ -165,9 +165,19 @@ def check_nodes(
 
 
 def floating(value: Any) -> bool:
-    """Compared outputs are floating-point: an integer output (a max-pool's indices) may differ where ties are
-    broken differently, and a wrong integer shows in the floating values computed from it anyway."""
+    """A floating-point Tensor: what has a float64 reference and a distance from it."""
     return isinstance(value, torch.Tensor) and value.is_floating_point()
+
+
+def compared(value: Any) -> bool:
+    """What a sub-engine is judged on: floating Tensors, and integer and boolean ones, which must match eager exactly
+    (``equivalence``: nothing to round). A wrong index first shows in the integers, so the op that makes it is the
+    first failing output; compared only through the floats computed from it, the culprit was its first reader (an
+    embedding "wrong" though it passed alone)."""
+    return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.dtype in _EXACT)
+
+
+_EXACT = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64})
 
 
 def dense(value: Any) -> Any:

@@ -10,6 +10,7 @@ scripts (``repro_scripts``) register them, while nothing here reads or writes a 
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import inspect
 import json
@@ -63,9 +64,9 @@ def register_recorded_converters(path: str | os.PathLike) -> list[str]:
     """Register again the converters ``converters.json`` recorded (``repro.py`` calls it before verifying).
 
     Each callable is imported by its module name, else loaded from its recorded file (a test module is
-    importable only under pytest's path). Returns one line per record: what was registered, or why it could
-    not be (a function defined inside another function, a file that is gone), so a repro that passes without
-    it says why.
+    importable only under pytest's path; of a script, its definitions only: ``_definitions``). Returns one line per
+    record: what was registered, or why it could not be (a function defined inside another function, a file that
+    is gone), so a repro that passes without it says why.
     """
     path = pathlib.Path(path)
     if not path.is_file():
@@ -114,9 +115,14 @@ def _load_callable(record: dict[str, Any], part: str) -> tuple[Any, str]:
     spec = importlib.util.spec_from_file_location(_file_module_name(module_name), file)
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        if module_name == "__main__":  # a script: its definitions only, never its top-level calls (its verify)
+            exec(_definitions(pathlib.Path(file)), module.__dict__)
+        else:
+            spec.loader.exec_module(module)
     except Exception as error:  # noqa: BLE001 - the user's module may fail outside its test session; say how
-        return None, f"importing {file} failed: {type(error).__name__}: {error}"
+        fix = (" (the script's definitions were run without its top-level code: move the converter into a module of "
+               "its own, or put the script's top-level code under `if __name__ == \"__main__\":`)") if module_name == "__main__" else ""
+        return None, f"importing {file} failed: {type(error).__name__}: {error}{fix}"
     value: Any = module
     try:
         for part in qualname.split("."):
@@ -124,6 +130,22 @@ def _load_callable(record: dict[str, Any], part: str) -> tuple[Any, str]:
     except AttributeError:
         return None, f"{file} has no {qualname}"
     return value, ""
+
+
+_DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _definitions(file: pathlib.Path) -> Any:
+    """The code of the script ``file`` without what would run it: its imports, functions and classes (decorators
+    included: a ``register`` decorator registers, as it did when the script ran) and assignments that call nothing
+    (a converter's constants), but no other statement, so no ``verify`` call and no ``if __name__ == "__main__":``
+    block runs. A script without that guard (as the README's examples are written) ran whole again from its
+    repro, verifying a second time and writing a second folder."""
+    tree = ast.parse(file.read_text(), filename=str(file))
+    kept = [statement for statement in tree.body if isinstance(statement, _DEFINITIONS) or (
+        isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None
+        and not any(isinstance(inner, ast.Call) for inner in ast.walk(statement.value)))]
+    return compile(ast.Module(body=kept, type_ignores=[]), str(file), "exec")
 
 
 def _file_module_name(module_name: str) -> str:

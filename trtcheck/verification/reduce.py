@@ -39,11 +39,11 @@ from trtcheck.verification.equivalence import Comparison
 from trtcheck.verification.inputs import InputSet, cloned, compared_input_sets
 from trtcheck.verification.judge import Judge
 from trtcheck.verification.localize import localize
-from trtcheck.verification.probes import Budget, check_nodes, engine_of, float64_of, normalised, subgraph_module
+from trtcheck.verification.probes import Budget, check_nodes, engine_of, normalised, subgraph_module
 from trtcheck.verification.quantizers import quantizer_checks
 from trtcheck.verification.recorded_converters import register_recorded_converters
 from trtcheck.verification.recording import Values, record_eager
-from trtcheck.verification.repro import ReproCase, load_repro, write_subgraph_repro
+from trtcheck.verification.repro import ReproCase, load_repro, settings_to_json, write_subgraph_repro
 from trtcheck.verification.state import compiled_state, snapshot_state
 
 __all__ = [  # ReproCase, load_repro and register_recorded_converters are repro's: `trtcheck reduce DIR` takes them from here
@@ -178,13 +178,11 @@ def reduce_graph(
         culprit = Reduced([n.name for n in smallest], [str(n.target) for n in smallest], failure, sources=sources)
         if out_dir is not None:
             culprit.repro = write_reduced_repro(
-                pathlib.Path(out_dir) / f"culprit_{len(found.culprits) + 1}", gm, smallest, values, backend, rtol, atol, failure)
+                pathlib.Path(out_dir) / f"culprit_{len(found.culprits) + 1}", gm, smallest, values, backend, rtol, atol, failure,
+                settings)
         found.culprits.append(culprit)
         taken = set(smallest)
         remaining = [node for node in remaining if node not in taken]
-    if found.culprits and out_dir is not None and judge.judges_every_output:
-        found.notes.append(f"the culprits were reduced at {judge.precision}, but a written repro replays its "
-                           "nodes in float32 (repro.py builds without the compiled settings)")
     found.cut_short, found.seconds = clock.cut_short, clock.elapsed
     return found
 
@@ -368,19 +366,19 @@ def _unexplained(reduction: Reduction, inside: str | None = None) -> str:
 # ------------------------------------------------------------------------------------------- the repro
 
 
-def check_subgraph(module: torch.fx.GraphModule, inputs: Sequence[Any], backend: str, rtol: float | None, atol: float | None) -> Comparison:
-    """The check a reduced repro makes: ``module`` as an engine on ``inputs`` against ``module`` in PyTorch (and in
-    float64, where the tolerances fail), every output compared."""
+def check_subgraph(module: torch.fx.GraphModule, inputs: Sequence[Any], backend: str, rtol: float | None, atol: float | None,
+                   settings: Settings | Mapping[str, Any] | None = None) -> Comparison:
+    """The check a reduced repro makes: ``module`` as an engine on ``inputs`` against ``module`` in PyTorch, every output
+    compared, built and judged at ``settings`` (the failure's: its precision, ``fp32_nodes``, TF32; a ``settings.json``
+    mapping as a repro folder holds them; None, as a folder written before them: float32) as ``reduce`` judged it."""
+    if isinstance(settings, Mapping):
+        settings = Settings(**settings)
     with torch.no_grad():
         expected = list(module(*inputs))
-        engine = engine_of(module, list(inputs), expected, backend)
+        engine = engine_of(module, list(inputs), expected, backend, settings)
         actual = list(engine(*inputs))
-    judge = Judge(rtol=rtol, atol=atol)
-    comparison = judge.compare(expected, actual)
-    if not comparison.passed:
-        exact = float64_of(module, inputs)()
-        if exact is not None:
-            judge.judge_outputs(comparison, expected, actual, list(exact))
+    judge = Judge.of(settings, rtol, atol).for_graph(module)
+    comparison, _ = judge.judge_engine(module, list(inputs), expected, actual)
     return comparison
 
 
@@ -394,14 +392,16 @@ def write_reduced_repro(
     rtol: float | None,
     atol: float | None,
     failure: str = "",
+    settings: Settings | None = None,
 ) -> pathlib.Path:
     """Write ``nodes`` of ``gm``, fed ``values`` at their cut, as a standalone repro folder (module docstring;
-    ``repro.write_subgraph_repro`` writes it)."""
+    ``repro.write_subgraph_repro`` writes it) that replays at ``settings``, the failure's."""
     chosen = normalised(nodes)
     module, inputs = subgraph_module(gm, chosen, values)
     fed = tuple(values[node].contiguous() if isinstance(values[node], torch.Tensor) else values[node] for node in inputs)
     config = {
         "backend": backend, "rtol": rtol, "atol": atol, "failure": failure,
         "nodes": [node.name for node in chosen], "ops": [str(node.target) for node in chosen],
+        "settings": settings_to_json(settings) if settings is not None else None,
     }
     return write_subgraph_repro(folder, module, fed, config)

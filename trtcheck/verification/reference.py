@@ -7,7 +7,8 @@ result to within float64's rounding, against which both errors are measured (``j
 own dtype: the reference is then as exact as the model allows. A model's own casts are part of its math, not of its
 rounding: a cast to fp16/bf16 inside ``forward`` (``y.half()``, a ``_to_copy`` of a lowered graph)
 rounds to that dtype and hands float64 on, and a cast to float32 keeps float64 (``_RoundWhereTheModelCasts``), so
-a float32 model with a ``.half()`` submodule gets a reference rather than "mat1 and mat2 must have the same dtype".
+a float32 model with a ``.half()`` submodule gets a reference rather than "mat1 and mat2 must have the same dtype";
+float32 tensors a model makes itself are made in float64, so every model eager runs has a reference.
 """
 
 from __future__ import annotations
@@ -168,11 +169,16 @@ _NOT_ROUNDING = (torch.ops.aten.clone, torch.ops.aten.detach, torch.ops.aten.cop
 
 
 class _RoundWhereTheModelCasts(TorchDispatchMode):
-    """The float64 reference's rule for a model's own casts of a float64 value: to fp16/bf16, round to that dtype and
-    hand float64 on (the cast is a rounding of the exact math, and every op after it sees float64, as the parameters
-    the twin cast are); to float32, keep float64 (float32 is the precision the reference replaces). Other ops, casts
-    of other values and casts to other dtypes run as they are. ``depth`` counts the ops run that compute a value
-    (not views, casts or copies): the roundings an engine may make on the way to the outputs."""
+    """The float64 reference's rule for the dtypes a model asks for itself. A cast of a float64 value to fp16/bf16
+    rounds to that dtype and hands float64 on (the cast is a rounding of the exact math, and every op after it sees
+    float64, as the parameters the twin cast are). Float32 is the precision the reference replaces, wherever the model
+    names it: a cast to float32 (of a float64 value, or of an integer grid: ``arange(h).float()``) gives float64, an op
+    asked for ``dtype=torch.float32`` (``arange``, ``zeros``, a ``sum``'s accumulator: a rotary table) computes in
+    float64, and any other op that still gives a float32 value (a float32 constant the model holds) hands it on in
+    float64; views and in-place ops keep their dtype, since their output is their input. Without this, a model making
+    float32 tensors itself (torchvision's RAFT, timm's rotary embeddings) met its float64 weights and had no reference.
+    ``depth`` counts the ops run that compute a value (not views, casts or copies): the roundings an engine may make
+    on the way to the outputs."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -182,14 +188,20 @@ class _RoundWhereTheModelCasts(TorchDispatchMode):
         kwargs = kwargs or {}
         if not func.is_view and func not in _CASTS and func.overloadpacket not in _NOT_ROUNDING:
             self.depth += 1
-        if func in _CASTS and args and isinstance(args[0], torch.Tensor) and args[0].dtype == torch.float64:
+        if func in _CASTS and args and isinstance(args[0], torch.Tensor):
             target = kwargs.get("dtype", args[1] if len(args) > 1 else None)
             if target == torch.float32:
                 wide = dict(kwargs, dtype=torch.float64) if "dtype" in kwargs else kwargs
                 return func(*((args[0], torch.float64, *args[2:]) if "dtype" not in kwargs else args), **wide)
-            if target in _ROUNDED:
+            if target in _ROUNDED and args[0].dtype == torch.float64:
                 return func(*args, **kwargs).to(torch.float64)
-        return func(*args, **kwargs)
+            return func(*args, **kwargs)
+        if kwargs.get("dtype") == torch.float32:
+            kwargs = dict(kwargs, dtype=torch.float64)
+        out = func(*args, **kwargs)
+        if func.is_view or func._schema.is_mutable:
+            return out
+        return tree_map(lambda x: x.to(torch.float64) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x, out)
 
 
 class _Quantizers(_RoundWhereTheModelCasts):

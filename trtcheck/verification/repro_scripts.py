@@ -85,9 +85,9 @@ SUBGRAPH_SCRIPT = '''\
 """{name}: {count} node(s) of a lowered graph whose engine differs from PyTorch, reduced by trtcheck.
 
 ``python repro.py`` converts subgraph.pt to ONNX, builds its engine on the recorded backend, runs it on the real
-values recorded at its inputs (inputs.pt) and compares every output with PyTorch's (the tolerances and backend
-are in settings.json); prints the comparison, then FAIL (exit 1) or PASS (exit 0). Needs trtcheck, not the
-model's code. Written by trtcheck.verification.repro.
+values recorded at its inputs (inputs.pt) and compares every output with PyTorch's (the tolerances, backend and
+the failure's settings, its precision among them, are in settings.json); prints the comparison, then FAIL
+(exit 1) or PASS (exit 0). Needs trtcheck, not the model's code. Written by trtcheck.verification.repro.
 """
 
 import pathlib
@@ -107,7 +107,7 @@ def main():
         converters = register_recorded_converters(HERE / "converters.json")  # as when it failed
         for line in converters:
             print("converter:", line)
-        comparison = check_subgraph(module, inputs, config["backend"], config["rtol"], config["atol"])
+        comparison = check_subgraph(module, inputs, config["backend"], config["rtol"], config["atol"], config.get("settings"))
     print(comparison)
     missing = [line for line in converters if line.startswith("NOT registered")]
     if comparison.passed and missing:
