@@ -100,3 +100,24 @@ def test_a_run_of_the_baselines_code_on_a_loaded_machine_fails_nothing():
     """``.ci/run`` of e33a671 while the nightly fuzz shared the two cores: its median 40k/4k ratio of
     ``tensor/dependency_aware`` was 24.3, which failed the scaling bound of 20 then (CI red on noise)."""
     assert _failed(gate.judge(_run("a23588f"), _run("loaded"))) == []
+
+
+def _judged_figures(run: dict) -> list[str]:
+    return sorted(name for name in run["figures"] if not name.startswith("control/"))
+
+
+@pytest.mark.parametrize("figure", _judged_figures(_run("baseline")))
+def test_every_figure_of_the_committed_baseline_doubled_alone_fails(figure):
+    """Issue 53, item 13: the docs promise that a 2x slowdown of any one figure fails; the mbs1 figures at 40k passed
+    (p 0.05 and 0.02), the baseline holding one outlier round each."""
+    baseline = _run("baseline")
+    failed = _failed(gate.judge(baseline, _scaled(baseline, 2.0, lambda name: name == figure)))
+    assert figure in {finding.figure for finding in failed}, gate.report(gate.judge(baseline, _scaled(baseline, 2.0, lambda name: name == figure)))
+
+
+def test_a_boundary_call_slower_by_more_than_the_threshold_fails_below_the_absolute_noise_floor():
+    """Issue 53, item 14: the per-boundary call (0.152 ms) 1.6x slower passed, the 0.1 ms floor being more than half of
+    it. Floors are sized to the figure they guard."""
+    baseline = _run("baseline")
+    failed = _failed(gate.judge(baseline, _scaled(baseline, 1.6, lambda name: name == "boundary/per_boundary")))
+    assert "boundary/per_boundary" in {finding.figure for finding in failed}

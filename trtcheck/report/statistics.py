@@ -109,20 +109,22 @@ def discounted(spread: Spread, factor: float) -> Spread:
     )
 
 
-def is_regression(baseline: Spread, current: Spread, threshold: float, machine_slowdown: float = 1.0) -> tuple[bool, Evidence]:
+def is_regression(baseline: Spread, current: Spread, threshold: float, machine_slowdown: float = 1.0,
+                  noise_floor: float = NOISE_FLOOR_S) -> tuple[bool, Evidence]:
     """True when ``current`` is slower than ``baseline`` by more than ``threshold`` (a fraction), by more than
     the noise floor, and beyond chance; with the evidence either way.
 
     ``machine_slowdown``: how much slower the machine itself ran (eager's median of the same model, now over
     then: measured in the same runs, it changes with the load, not with trtcheck). ``current`` is discounted
     by it first, so a busy machine slows both and flags nothing; a faster machine (below 1) is not credited,
-    so a real slowdown never hides behind it."""
+    so a real slowdown never hides behind it. ``noise_floor``: the growth in seconds below which nothing is a
+    regression (``NOISE_FLOOR_S`` unless the caller sizes it to the figure it guards)."""
     current = discounted(current, max(machine_slowdown, 1.0))
     evidence = slower_beyond_chance(baseline, current)
     if baseline.median <= 0:
         return False, evidence
     grew = current.median - baseline.median
-    large = grew > threshold * baseline.median and grew > NOISE_FLOOR_S
+    large = grew > threshold * baseline.median and grew > noise_floor
     return large and evidence.significant, evidence
 
 
