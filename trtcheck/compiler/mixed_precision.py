@@ -20,6 +20,9 @@ build, as NVIDIA's ModelOpt AutoCast and Torch-TensorRT's Autocast do. ``precisi
   node records: ``onnx_format.origins.onnx_origin``), ``Settings.autocast``'s rules, and trtcheck's own rules: a node
   with no input or output TensorRT's ONNX parser takes in the low type (``TENSORRT_ONNX_TYPES``: ``Range``, for one)
   or, for an op outside that table, ONNX's schema does not; a node holding a subgraph (``If``, ``Loop``);
+- **a float16/bfloat16 model's own float32 stays float32**: where the segment holds low-precision values of the model's
+  own (its weights, inputs or casts), the nodes it computes in float32 (an RMSNorm's upcast) are the model's explicit
+  dtypes, kept as eager computes them; ``precision`` lowers a float32 model, never a typed one;
 - **inputs the op's schema fixes to float32** (``Resize``'s scales) stay float32 inside a low node;
 - **``Settings.use_fp32_acc``**: each low ``MatMul``/``Gemm`` reads its inputs rounded to the low type but as float32,
   computes in float32 and casts its result down (Torch-TensorRT's ``use_fp32_acc``);
@@ -46,7 +49,7 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from trtcheck.names import resolve_autocast_ops, resolve_fp32_nodes
-from trtcheck.onnx_format.graph import FLOAT, PRECISION_TYPES, TORCH_TYPES, TYPE_NAMES, Names, captured, cast, value_infos
+from trtcheck.onnx_format.graph import FLOAT, LOW_TYPES, PRECISION_TYPES, TORCH_TYPES, TYPE_NAMES, Names, captured, cast, value_infos
 from trtcheck.onnx_format.origins import onnx_origin
 from trtcheck.onnx_format.tensorrt_parser import TENSORRT_ONNX_TYPES
 from trtcheck.settings import Autocast, Settings
@@ -121,6 +124,7 @@ def to_mixed_precision(
     initializers = {initializer.name: initializer for initializer in graph.initializer}
     graph_inputs = {value.name for value in graph.input if value.name not in initializers}
     pinned = {value.name for value in graph.output if value.name in f32} | captured(graph)  # must stay float32 by name
+    typed = any(info.type.tensor_type.elem_type in LOW_TYPES for info in infos.values())  # a float16/bfloat16 model
 
     # 1. Each node's mode: "low", "fp32" (kept, with why), "acc" (use_fp32_acc), or "as is" (no float32 data).
     policy = autocast_keeps(graph, infos, autocast) if autocast is not None else {}
@@ -139,7 +143,7 @@ def to_mixed_precision(
             modes.append("fp32")
             made_fp32.update(name for name in node.output if name in f32)
             continue
-        why = _why_float32(node, index, where, low, opset, keep, policy, f32)
+        why = _why_float32(node, index, where, low, opset, keep, policy, f32, typed)
         if why is not None:
             modes.append("fp32")
             kept[node.name] = why
@@ -289,13 +293,18 @@ def _schema(op_type: str, domain: str, opset: int) -> Any:
 
 def _why_float32(
     node: onnx.NodeProto, index: int, positions: _Positions, low: int, opset: int, keep: KeepFp32 | None,
-    policy: Mapping[int, str], f32: set[str],
+    policy: Mapping[int, str], f32: set[str], typed: bool = False,
 ) -> str | None:
-    """Why ``node`` stays float32, or None when it computes in the low type."""
+    """Why ``node`` stays float32, or None when it computes in the low type. ``typed``: the segment holds float16 or
+    bfloat16 values of the model's own, so its float32 data is the model's explicit choice (a Llama RMSNorm upcast
+    in a float16 model), kept as eager computes it: ``precision`` lowers a float32 model, never a typed one."""
     if any(attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attribute in node.attribute):
         return f"trtcheck: its subgraph ({node.op_type}) is not rewritten"
     if keep is not None and keep(*onnx_origin(node)):
         return "Settings.fp32_nodes"
+    if typed and any(name in f32 for name, kind in zip([*node.input, *node.output], [*positions.inputs, *positions.outputs])
+                     if kind == "data"):
+        return "the model's own float32: a float16/bfloat16 model computes this node in float32 itself"
     if index in policy:
         return policy[index]
     allowed = TENSORRT_ONNX_TYPES.get(node.op_type)

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
 
 from trtcheck import qdq
 from trtcheck.dtypes import PRECISION_DTYPES
@@ -96,17 +96,18 @@ def reduced_precision_outputs(
 ) -> tuple[Any, str]:
     """``model``'s outputs computed by eager in ``precision``, and ``""``; or None and why it could not run. "fp16" or
     "bf16": the model's floating parameters and buffers and its floating inputs cast to that dtype (float64 values
-    too). "tf32" (``Settings.tf32``): the model in float32 under ``tf32_rounding``, every
+    too), or, for a model holding float16/bfloat16 values of its own (``_typed``), the model as it is. "tf32" (``Settings.tf32``): the model in float32 under ``tf32_rounding``, every
     float32 matmul and convolution factor rounded to TF32 as the engine rounds them. What eager itself errs by at that
     precision: the yardstick of a compiled module built with it (``equivalence.judge_reduced_precision``). ``model``
     is copied and never changed."""
     dtype = torch.float32 if precision == "tf32" else PRECISION_DTYPES[precision]
+    typed = precision != "tf32" and _typed(model, args, kwargs)
     try:
-        twin = _cast_twin(model, state, dtype)
+        twin = _cast_twin(model, state, None if typed else dtype)
     except Exception as error:  # noqa: BLE001 - a model that cannot be copied or cast has no such reference
         return None, f"the model could not be copied to {dtype}: {type(error).__name__}: {error}"
     narrow = lambda x: x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x  # noqa: E731
-    low = tree_map(narrow, (cloned(tuple(args)), cloned(dict(kwargs))))
+    low = tree_map(narrow, (cloned(tuple(args)), cloned(dict(kwargs)))) if not typed else (cloned(tuple(args)), cloned(dict(kwargs)))
     rounding = tf32_rounding() if precision == "tf32" else _WidenWhereMissing(dtype)
     try:
         with torch.no_grad(), rounding:
@@ -117,8 +118,18 @@ def reduced_precision_outputs(
         return None, f"eager fails in {where}: {type(error).__name__}: {text.splitlines()[0] if text else ''}"
 
 
-def _cast_twin(model: torch.nn.Module, state: Mapping[str, torch.Tensor] | None, dtype: torch.dtype) -> Any:
-    """What runs ``model`` in ``dtype`` without changing it: a deep copy cast to ``dtype`` (with ``state``, a
+def _typed(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    """The model holds float16/bfloat16 values of its own (a parameter, a buffer, an input): its dtypes are the user's,
+    so eager "at a reduced precision" is the model as it is, as the engine keeps its float32 parts float32
+    (``compiler.mixed_precision``: ``precision`` lowers a float32 model, never a typed one)."""
+    low = (torch.float16, torch.bfloat16)
+    tensors = [*model.parameters(), *model.buffers()] if isinstance(model, torch.nn.Module) else []
+    tensors += [leaf for leaf in tree_leaves((tuple(args), dict(kwargs))) if isinstance(leaf, torch.Tensor)]
+    return any(tensor.dtype in low for tensor in tensors)
+
+
+def _cast_twin(model: torch.nn.Module, state: Mapping[str, torch.Tensor] | None, dtype: torch.dtype | None) -> Any:
+    """What runs ``model`` in ``dtype`` (None: its own dtypes) without changing it: a deep copy cast to ``dtype`` (with ``state``, a
     ``snapshot_state``, restored into it), or, for a model ``copy.deepcopy`` refuses (a buffer made by an op that
     tracked gradients is no graph leaf), ``model`` itself called with cast copies of its parameters and buffers
     (``torch.func.functional_call``: an in-place update lands in the copies)."""
@@ -127,10 +138,12 @@ def _cast_twin(model: torch.nn.Module, state: Mapping[str, torch.Tensor] | None,
     except Exception:  # noqa: BLE001 - not copyable: swap cast copies of its tensors in for the call instead
         tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
         tensors.update(state or {})
-        cast = {name: t.detach().to(dtype) if t.is_floating_point() else t.detach().clone() for name, t in tensors.items()}
+        cast = {name: t.detach().to(dtype or t.dtype) if t.is_floating_point() else t.detach().clone() for name, t in tensors.items()}
         return lambda *args, **kwargs: torch.func.functional_call(model, cast, args, kwargs, strict=False)
     if state is not None:
         restore_state(twin, state)
+    if dtype is None:  # the model's own dtypes
+        return twin
     twin = twin.to(dtype)
     if dtype == torch.float64:
         for module in twin.modules():  # a graph calling graphs (a cond's branches, a wrapped body): each of them
