@@ -111,8 +111,8 @@ def test_every_figure_of_the_committed_baseline_doubled_alone_fails(figure):
     """Issue 53, item 13: the docs promise that a 2x slowdown of any one figure fails; the mbs1 figures at 40k passed
     (p 0.05 and 0.02), the baseline holding one outlier round each."""
     baseline = _run("baseline")
-    failed = _failed(gate.judge(baseline, _scaled(baseline, 2.0, lambda name: name == figure)))
-    assert figure in {finding.figure for finding in failed}, gate.report(gate.judge(baseline, _scaled(baseline, 2.0, lambda name: name == figure)))
+    findings = gate.judge(baseline, _scaled(baseline, 2.0, lambda name: name == figure))
+    assert figure in {finding.figure for finding in _failed(findings)}, gate.report(findings)
 
 
 def test_a_boundary_call_slower_by_more_than_the_threshold_fails_below_the_absolute_noise_floor():

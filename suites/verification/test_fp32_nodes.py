@@ -238,3 +238,31 @@ def test_the_search_of_a_saved_program_tries_the_sizes_verify_tries(tmp_path):
     found = search_fp32_nodes(str(path), None, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime", timed=False)
     assert found.fp32_nodes, str(found)
     trtcheck.verify(str(path), None, dataclasses.replace(FP16, fp32_nodes=found.fp32_nodes), backend="onnxruntime")
+
+
+class DividesByAConstantPastTheRange(torch.nn.Module):
+    """``x / 1e5`` (or a lifted tensor constant of 1e5): the fp16 graph clamps the constant to 65504 (issue 53, item 3)."""
+
+    def __init__(self, as_tensor: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc, self.as_tensor = torch.nn.Linear(16, 4), as_tensor
+
+    def forward(self, x):
+        return self.fc(x / torch.tensor(1e5) if self.as_tensor else x / 1e5)
+
+
+@pytest.mark.parametrize("as_tensor", [False, True], ids=["scalar", "tensor-constant"])
+def test_a_constant_clamped_to_the_range_is_a_range_finding_naming_the_node_never_a_converter(as_tensor):
+    model = DividesByAConstantPastTheRange(as_tensor).eval()
+    inputs = (torch.randn(4, 16, generator=torch.Generator().manual_seed(0)) * 1e4,)
+    with pytest.raises(trtcheck.VerificationError) as caught:
+        trtcheck.verify(model, inputs, FP16, backend="onnxruntime")
+    report = caught.value.report
+    (finding,) = [f for f in report.range_findings if f.clamped]
+    assert finding.origin and "a constant 100000 past the range" in finding.pattern, report.range_findings
+    text = str(report)
+    assert "a conversion error" not in text and "this op's converter is wrong" not in text, text
+    assert f"Settings.fp32_nodes={finding.fp32_nodes!r}" in text  # the tensor: its clone too
+    assert report.localization.culprit.node == finding.node and report.localization.culprit.ill_conditioned
+    trtcheck.verify(model, inputs, dataclasses.replace(FP16, fp32_nodes=finding.fp32_nodes), backend="onnxruntime")  # it holds

@@ -94,6 +94,7 @@ class Culprit:
     where: str = ""  # the control-flow branch its segment runs in, as ``SegmentCheck.where``
     source: str = ""  # where in the user's code the op came from (``names.node_source``): module path, file:line
     exact: bool = False  # its output is integers or booleans: compared exactly, no float64 distance to weigh
+    clamped: tuple[float, list[str]] | None = None  # a constant past the precision's range it computes with, and what keeps it
 
     @property
     def precision(self) -> str:
@@ -115,10 +116,15 @@ class Culprit:
 
     @property
     def ill_conditioned(self) -> bool:
-        """Rounding or the precision's range, not the converter: the judge's rule on the op's own distance."""
-        return self.verdict is not None and self.verdict.precision_cause
+        """Rounding or the precision's range, not the converter: the judge's rule on the op's own distance, or a
+        constant past the precision's range."""
+        return self.clamped is not None or (self.verdict is not None and self.verdict.precision_cause)
 
     def diagnosis(self) -> str:
+        if self.clamped is not None:
+            value, keep = self.clamped
+            return (f"it computes with a constant {value:g} past {self.precision}'s range, which the {self.precision} graph "
+                    f"clamps: {self.precision}'s range, not the converter; keep it in float32 (Settings.fp32_nodes={keep!r})")
         if self.exact and self.survives_isolation:
             return ("this op's converter is wrong: its integer or boolean output differs from eager's on the same inputs "
                     "(compared exactly: there is no rounding to forgive)")

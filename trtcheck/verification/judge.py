@@ -92,6 +92,7 @@ class Verdict(enum.Enum):
     NONFINITE = "inf or NaN where float64 is finite: the precision's range"
     NOT_EAGERS_NONFINITE = "its NaN/Inf are not eager's"
     CONVERSION = "further from float64 than eager: a conversion error"
+    CLAMPED = "a constant past the precision's range, clamped in the engine's graph: the precision's range"
 
     @property
     def passed(self) -> bool:
@@ -100,7 +101,7 @@ class Verdict(enum.Enum):
     @property
     def precision_cause(self) -> bool:
         """The precision, not the converter, explains it: eager is as far, or the format's range is left."""
-        return self in (Verdict.AS_EAGER, Verdict.BEYOND_DEPTH, Verdict.NONFINITE)
+        return self in (Verdict.AS_EAGER, Verdict.BEYOND_DEPTH, Verdict.NONFINITE, Verdict.CLAMPED)
 
 
 

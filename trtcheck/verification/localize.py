@@ -31,6 +31,7 @@ import torch
 import torch.fx
 
 from trtcheck.conversion import get as converter_of
+from trtcheck.dtypes import PRECISION_DTYPES
 from trtcheck.lowering.graph import flat_inputs as flattened
 from trtcheck.names import node_source
 from trtcheck.partitioning.nodes import is_getitem
@@ -40,6 +41,7 @@ from trtcheck.verification.equivalence import compare_outputs
 from trtcheck.verification.findings import Culprit, Localization, ValueRange, in_where
 from trtcheck.verification.judge import Distance, Judge
 from trtcheck.verification.probes import Budget, NodeCheck, check_nodes, compared, dense, floating, normalised, subgraph_module
+from trtcheck.verification.ranges import past_range_constant
 from trtcheck.verification.recording import Values
 from trtcheck.verification.state import restore_state, snapshot_state
 from trtcheck.verification.walk import Walk, WalkedGraph
@@ -198,6 +200,7 @@ def _culprit(
         where=graph.where,
         source=node_source(target),
         exact=not any(floating(eager.get(value)) for value in _outputs_of(node, alone)) and bool(_outputs_of(node, alone)),
+        clamped=_clamped(target, judge),
     )
 
 
@@ -217,6 +220,11 @@ def _distance(gm: torch.fx.GraphModule, node: torch.fx.Node, check: NodeCheck, e
     if any(distance is None for distance in measured):
         return None
     return max(measured, key=lambda distance: (distance.ratio, distance.compiled))
+
+
+def _clamped(node: torch.fx.Node, judge: Judge) -> tuple[float, list[str]] | None:
+    """The constant past the judged precision's range ``node`` computes with (``ranges.past_range_constant``)."""
+    return past_range_constant(node, torch.finfo(PRECISION_DTYPES[judge.precision]).max) if judge.narrows_range else None
 
 
 def _outputs_of(node: torch.fx.Node, check: NodeCheck) -> list[torch.fx.Node]:

@@ -23,11 +23,13 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.utils import _pytree as pytree
 
 from trtcheck.dtypes import PRECISION_DTYPES
-from trtcheck.lowering.graph import flat_inputs
+from trtcheck.lowering.graph import constant_tensor, flat_inputs
 from trtcheck.text import plural
 from trtcheck.values import cloned
+from trtcheck.verification.judge import Verdict
 from trtcheck.verification.recording import record_eager
 
 aten = torch.ops.aten
@@ -59,6 +61,17 @@ class RangeFinding:
     extreme: float  # overflow: the largest magnitude; underflow: the smallest nonzero magnitude
     pattern: str
     origin: bool  # no input of this node left the range: the place to keep in float32
+    keep: tuple[str, ...] = ()  # a constant it reads is past the range (clamped in the engine's graph): what keeps it
+
+    @property
+    def clamped(self) -> bool:
+        """It computes with a constant past the range, which the reduced-precision graph clamps."""
+        return bool(self.keep)
+
+    @property
+    def fp32_nodes(self) -> list[str]:
+        """What to keep in float32 for it: the node, and for a clamped constant the nodes it comes through too."""
+        return list(self.keep) or [self.node]
 
     def __str__(self) -> str:
         where = "origin" if self.origin else "inherited"
@@ -74,9 +87,17 @@ def range_findings(gm: torch.fx.GraphModule, values: dict[torch.fx.Node, Any], p
     found: list[RangeFinding] = []
     overflowed: set[torch.fx.Node] = set()
     for node in gm.graph.nodes:
-        if node.op != "call_function":
+        if node.op != "call_function" or constant_tensor(node) is not None:  # a constant passed on: its reader's finding
             continue
         inputs = [arg for arg in node.all_input_nodes if arg in overflowed]
+        constant = past_range_constant(node, largest)
+        if constant is not None and not inputs:
+            value, keep = constant
+            found.append(RangeFinding(node.name, str(node.target), "overflow", 1, 1, abs(value), (
+                f"a constant {value:g} past the range: the {precision} graph holds it as {math.copysign(largest, value):g} "
+                "(clamped), so this node computes something else; keep it in float32"), True, keep=tuple(keep)))
+            overflowed.add(node)
+            continue
         inner = _inner_overflow(node, values, largest)
         value = _first_float(values.get(node))
         if value is None and inner is None:
@@ -112,6 +133,39 @@ def compiled_range_findings(
         return [], f"the nodes leaving {precision}'s range could not be found: {type(error).__name__}: {error}"
 
 
+def clamped_outputs(gm: torch.fx.GraphModule, comparisons: Sequence[Any], findings: Sequence[RangeFinding],
+                    precision: str) -> None:
+    """Each failing output of ``comparisons`` judged a conversion error that a clamped constant (``findings``' with
+    ``clamped``) reaches in ``gm``: the precision's range instead (``Verdict.CLAMPED``), naming the node to keep in
+    float32. A constant past fp16's range is clamped by the fp16 graph itself, so the engine computes another function
+    than eager in fp16 (which keeps a scalar in float32): no converter is wrong. ``comparisons`` are changed."""
+    clamped = {finding.node: finding for finding in findings if finding.clamped}
+    if not clamped:
+        return
+    by_name = {node.name: node for node in gm.graph.nodes}
+    downstream: dict[torch.fx.Node, str] = {}
+    for name in clamped:
+        stack = [by_name[name]] if name in by_name else []
+        while stack:
+            node = stack.pop()
+            if node not in downstream:
+                downstream[node] = name
+                stack.extend(node.users)
+    # the lowered graph returns the model's outputs flattened, in the order a comparison lists them
+    leaves = pytree.tree_leaves(gm.graph.output_node().args[0])
+    for comparison in comparisons:
+        if len(comparison.outputs) != len(leaves):
+            continue
+        for output, leaf in zip(comparison.outputs, leaves):
+            node = downstream.get(leaf) if isinstance(leaf, torch.fx.Node) else None
+            if node is None or output.passed or output.verdict is not Verdict.CONVERSION:
+                continue
+            output.verdict = Verdict.CLAMPED
+            output.message = (f"{output.message.split(' (more than')[0]}: {node} reads {clamped[node].pattern.split(':')[0]} "
+                              f"that the {precision} graph clamps, so this is {precision}'s range, not a converter "
+                              f"(keep it in float32: Settings.fp32_nodes={clamped[node].fp32_nodes!r})")
+
+
 def describe_findings(findings: list[RangeFinding], precision: str, limit: int = 12) -> list[str]:
     """The findings as report lines: a heading, then overflows (origins first), then underflows, at most ``limit``."""
     if not findings:
@@ -122,11 +176,36 @@ def describe_findings(findings: list[RangeFinding], precision: str, limit: int =
     lines += [f"  {finding}" for finding in findings[:limit]]
     if len(findings) > limit:
         lines.append(f"  ... and {len(findings) - limit} more")
-    origins = [f.node for f in findings if f.kind == "overflow" and f.origin]
+    origins = [name for f in findings if f.kind == "overflow" and f.origin for name in f.fp32_nodes]
     if origins:
         lines.append(f"  keep in float32: Settings(precision={precision!r}, fp32_nodes={origins!r}) (or search: "
                      f"`trtcheck precision MODEL --precision {precision}`)")
     return lines
+
+
+def past_range_constant(node: torch.fx.Node, largest: float) -> tuple[float, list[str]] | None:
+    """A finite constant ``node`` computes with that is beyond ``largest`` (a scalar argument, or the largest magnitude
+    of a constant tensor: a lifted ``get_attr``, seen through ``clone``/``detach``/``alias``), and the nodes that keep
+    it exact in float32: the pass-through nodes it comes through, then ``node``; or None. Its activations stay in
+    range (``x / 1e5`` is small), so no activation shows it, but the reduced-precision graph clamps the constant
+    (``mixed_precision.to_low``) and the node computes another function: ``x / 65504``. A pass-through node itself
+    computes nothing and is no finding of its own."""
+    if node.op != "call_function" or constant_tensor(node) is not None:
+        return None
+    for arg in node.args:
+        if isinstance(arg, float) and math.isfinite(arg) and abs(arg) > largest:
+            return arg, [node.name]
+        value = constant_tensor(arg) if isinstance(arg, torch.fx.Node) else None
+        if value is None or not value.is_floating_point():
+            continue
+        finite = value[value.isfinite()]
+        if finite.numel() and float(finite.abs().max()) > largest:
+            chain, through = [node.name], arg
+            while through.op == "call_function":
+                chain.insert(0, through.name)
+                through = through.args[0]
+            return float(finite[finite.abs().argmax()]), chain
+    return None
 
 
 def _first_float(value: Any) -> torch.Tensor | None:

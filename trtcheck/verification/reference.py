@@ -96,10 +96,10 @@ def reduced_precision_outputs(
 ) -> tuple[Any, str]:
     """``model``'s outputs computed by eager in ``precision``, and ``""``; or None and why it could not run. "fp16" or
     "bf16": the model's floating parameters and buffers and its floating inputs cast to that dtype (float64 values
-    too), or, for a model holding float16/bfloat16 values of its own (``_typed``), the model as it is. "tf32" (``Settings.tf32``): the model in float32 under ``tf32_rounding``, every
-    float32 matmul and convolution factor rounded to TF32 as the engine rounds them. What eager itself errs by at that
-    precision: the yardstick of a compiled module built with it (``equivalence.judge_reduced_precision``). ``model``
-    is copied and never changed."""
+    too), or, for a model holding float16/bfloat16 values of its own (``_typed``), the model as it is. "tf32"
+    (``Settings.tf32``): the model in float32 under ``tf32_rounding``, every float32 matmul and convolution factor
+    rounded to TF32 as the engine rounds them. What eager itself errs by at that precision: the yardstick of a
+    compiled module built with it (``equivalence.judge_reduced_precision``). ``model`` is copied and never changed."""
     dtype = torch.float32 if precision == "tf32" else PRECISION_DTYPES[precision]
     typed = precision != "tf32" and _typed(model, args, kwargs)
     try:

@@ -44,7 +44,7 @@ from trtcheck.verification.invariants import Violation, check_invariants, fallba
 from trtcheck.verification.localize import localized
 from trtcheck.verification.modes import call_mode_violations, grad_mode_violations, mode_output_violations
 from trtcheck.verification.quantizers import quantization_costs, quantizer_checks
-from trtcheck.verification.ranges import compiled_range_findings
+from trtcheck.verification.ranges import clamped_outputs, compiled_range_findings
 from trtcheck.verification.report import VerificationReport
 from trtcheck.verification.repro import write_repro
 from trtcheck.verification.request import VerifyRequest
@@ -167,6 +167,7 @@ def _verified(source: Source, eager: torch.nn.Module, args: tuple, kwargs: dict,
         report.violations += scalar_input_violations(eager, compiled, args, kwargs, request.judge)
         if request.judge.narrows_range:  # fp16/bf16 leave float32's range; tf32 keeps it, nothing to find
             report.range_findings, note = compiled_range_findings(compiled, args, kwargs, request.judge.precision)
+            clamped_outputs(compiled.partition.graph_module, report.comparisons, report.range_findings, request.judge.precision)
             report.notes += [note] if note else []
         if request.judge.quantized:
             report.quantizers = quantizer_checks(compiled, input_sets[0], kwargs, request.resolved_backend)
