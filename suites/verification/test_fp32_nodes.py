@@ -75,7 +75,29 @@ def test_a_failing_fp16_report_names_the_overflowing_nodes_and_the_setting_that_
         trtcheck.verify(model, inputs, FP16, backend="onnxruntime", localize_budget=0)
     text = str(info.value)
     assert "inf or NaN where float64 is finite" in text and "fp16 range (eager's float32 activations" in text
-    assert "exp (aten.exp.default)" in text and "fp32_nodes=['exp']" in text
+    assert "exp (aten.exp.default)" in text
+    report = info.value.report  # issue 53, item 4: the fix printed is checked before it is printed, and holds
+    assert report.range_fix[0] == "exp" and report.range_fix_holds is True
+    assert f"fp32_nodes={report.range_fix!r}) (checked: verify passes with it)" in text
+    trtcheck.verify(model, inputs, dataclasses.replace(FP16, fp32_nodes=report.range_fix), backend="onnxruntime")
+
+
+def test_the_fix_for_an_overflowing_sum_of_squares_keeps_its_reader_too():
+    """Issue 53, item 4: the report printed ``fp32_nodes=['sum_1']`` for an overflowing sum of squares, and applying it
+    failed again with inf (``sum_1``'s float32 result cast back to fp16 for ``sqrt``)."""
+
+    class Norm(torch.nn.Module):
+        def forward(self, x):
+            return x / torch.sqrt((x * x).sum(-1, keepdim=True))
+
+    inputs = (torch.randn(4, 64, generator=torch.Generator().manual_seed(0)) * 40,)  # squares in range, their sum not
+    with pytest.raises(trtcheck.VerificationError) as info:
+        trtcheck.verify(Norm(), inputs, FP16, backend="onnxruntime", localize_budget=0)
+    report = info.value.report
+    assert [f.node for f in report.range_findings if f.origin] == ["sum_1"]
+    assert report.range_fix == ["sum_1", "sqrt"] and report.range_fix_holds is True, str(report)
+    with pytest.raises(trtcheck.VerificationError):  # the origin alone, as it was printed before
+        trtcheck.verify(Norm(), inputs, dataclasses.replace(FP16, fp32_nodes=["sum_1"]), backend="onnxruntime", localize_budget=0)
 
 
 def test_a_reduced_precision_localization_builds_at_fp16_and_names_the_range_not_a_converter():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import operator
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
@@ -281,3 +282,28 @@ def constant_tensor(value: Any) -> torch.Tensor | None:
     for part in str(value.target).split("."):
         found = getattr(found, part, None)
     return found.detach() if isinstance(found, torch.Tensor) else None
+
+
+def past_range_constant(node: torch.fx.Node, largest: float) -> tuple[float, list[str]] | None:
+    """A finite constant ``node`` computes with that is beyond ``largest`` (a scalar argument, or the largest magnitude
+    of a constant tensor: a lifted ``get_attr``, seen through ``clone``/``detach``/``alias``), and the nodes that keep
+    it exact in float32: the pass-through nodes it comes through, then ``node``; or None. Its activations stay in
+    range (``x / 1e5`` is small), so no activation shows it, but the reduced-precision graph clamps the constant
+    (``compiler.mixed_precision.to_low``) and the node computes another function: ``x / 65504``. A pass-through node itself
+    computes nothing and is no finding of its own."""
+    if node.op != "call_function" or constant_tensor(node) is not None:
+        return None
+    for arg in node.args:
+        if isinstance(arg, float) and math.isfinite(arg) and abs(arg) > largest:
+            return arg, [node.name]
+        value = constant_tensor(arg) if isinstance(arg, torch.fx.Node) else None
+        if value is None or not value.is_floating_point():
+            continue
+        finite = value[value.isfinite()]
+        if finite.numel() and float(finite.abs().max()) > largest:
+            chain, through = [node.name], arg
+            while through.op == "call_function":
+                chain.insert(0, through.name)
+                through = through.args[0]
+            return float(finite[finite.abs().argmax()]), chain
+    return None

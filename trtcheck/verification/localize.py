@@ -33,6 +33,7 @@ import torch.fx
 from trtcheck.conversion import get as converter_of
 from trtcheck.dtypes import PRECISION_DTYPES
 from trtcheck.lowering.graph import flat_inputs as flattened
+from trtcheck.lowering.graph import past_range_constant
 from trtcheck.names import node_source
 from trtcheck.partitioning.nodes import is_getitem
 from trtcheck.partitioning.partition import Segment
@@ -41,7 +42,6 @@ from trtcheck.verification.equivalence import compare_outputs
 from trtcheck.verification.findings import Culprit, Localization, ValueRange, in_where
 from trtcheck.verification.judge import Distance, Judge
 from trtcheck.verification.probes import Budget, NodeCheck, check_nodes, compared, dense, floating, normalised, subgraph_module
-from trtcheck.verification.ranges import past_range_constant
 from trtcheck.verification.recording import Values
 from trtcheck.verification.state import restore_state, snapshot_state
 from trtcheck.verification.walk import Walk, WalkedGraph
@@ -223,7 +223,7 @@ def _distance(gm: torch.fx.GraphModule, node: torch.fx.Node, check: NodeCheck, e
 
 
 def _clamped(node: torch.fx.Node, judge: Judge) -> tuple[float, list[str]] | None:
-    """The constant past the judged precision's range ``node`` computes with (``ranges.past_range_constant``)."""
+    """The constant past the judged precision's range ``node`` computes with (``lowering.graph.past_range_constant``)."""
     return past_range_constant(node, torch.finfo(PRECISION_DTYPES[judge.precision]).max) if judge.narrows_range else None
 
 

@@ -26,7 +26,7 @@ import torch.fx
 from torch.utils import _pytree as pytree
 
 from trtcheck.dtypes import PRECISION_DTYPES
-from trtcheck.lowering.graph import constant_tensor, flat_inputs
+from trtcheck.lowering.graph import constant_tensor, flat_inputs, past_range_constant
 from trtcheck.text import plural
 from trtcheck.values import cloned
 from trtcheck.verification.judge import Verdict
@@ -91,23 +91,24 @@ def range_findings(gm: torch.fx.GraphModule, values: dict[torch.fx.Node, Any], p
             continue
         inputs = [arg for arg in node.all_input_nodes if arg in overflowed]
         constant = past_range_constant(node, largest)
-        if constant is not None and not inputs:
-            value, keep = constant
-            found.append(RangeFinding(node.name, str(node.target), "overflow", 1, 1, abs(value), (
-                f"a constant {value:g} past the range: the {precision} graph holds it as {math.copysign(largest, value):g} "
-                "(clamped), so this node computes something else; keep it in float32"), True, keep=tuple(keep)))
-            overflowed.add(node)
-            continue
         inner = _inner_overflow(node, values, largest)
         value = _first_float(values.get(node))
-        if value is None and inner is None:
+        if value is None and inner is None and constant is None:
             continue
         big = value.isfinite() & (value.abs() > largest) if value is not None else None
         if inner is not None or (big is not None and bool(big.any())):
             count, total, extreme, pattern = inner or (
                 int(big.sum()), value.numel(), float(value.abs()[value.isfinite()].max()), _pattern(node, values, largest))
             overflowed.add(node)
-            found.append(RangeFinding(node.name, str(node.target), "overflow", count, total, extreme, pattern, not inputs))
+            found.append(RangeFinding(node.name, str(node.target), "overflow", count, total, extreme, pattern, not inputs,
+                                      keep=tuple(constant[1]) if constant is not None and not inputs else ()))
+            continue
+        if constant is not None and not inputs:  # in range itself, but computed with a constant the low graph clamps
+            number, keep = constant
+            found.append(RangeFinding(node.name, str(node.target), "overflow", 1, 1, abs(number), (
+                f"a constant {number:g} past the range: the {precision} graph holds it as {math.copysign(largest, number):g} "
+                "(clamped), so this node computes something else; keep it in float32"), True, keep=tuple(keep)))
+            overflowed.add(node)
             continue
         if inputs:
             overflowed.add(node)  # inf flowing through: not a finding of its own
@@ -166,8 +167,24 @@ def clamped_outputs(gm: torch.fx.GraphModule, comparisons: Sequence[Any], findin
                               f"(keep it in float32: Settings.fp32_nodes={clamped[node].fp32_nodes!r})")
 
 
-def describe_findings(findings: list[RangeFinding], precision: str, limit: int = 12) -> list[str]:
-    """The findings as report lines: a heading, then overflows (origins first), then underflows, at most ``limit``."""
+def fp32_fix(gm: torch.fx.GraphModule, findings: Sequence[RangeFinding]) -> list[str]:
+    """The nodes to keep in float32 so that no value past the range is ever held in the low type: each overflow
+    origin (with what a clamped constant comes through), every node that inherits an overflow, and each node reading
+    an overflowing value, in graph order. Keeping the origin alone was not enough: its float32 result is cast back
+    down for a low reader (an overflowing sum of squares read by ``sqrt``: inf again)."""
+    overflowing = {f.node for f in findings if f.kind == "overflow"}
+    chosen = {name for f in findings if f.kind == "overflow" and f.origin for name in f.fp32_nodes} | overflowing
+    for node in gm.graph.nodes:
+        if node.name in overflowing:
+            chosen.update(user.name for user in node.users if user.op == "call_function")
+    return [node.name for node in gm.graph.nodes if node.name in chosen]
+
+
+def describe_findings(findings: list[RangeFinding], precision: str, limit: int = 12, fix: Sequence[str] = (),
+                      holds: bool | None = None) -> list[str]:
+    """The findings as report lines: a heading, then overflows (origins first), then underflows, at most ``limit``, and
+    the setting that keeps them in float32: ``fix`` (``fp32_fix``; the overflow origins where none is given), said to
+    verify or not as ``holds`` says (None: not checked)."""
     if not findings:
         return []
     overflows = sum(f.kind == "overflow" for f in findings)
@@ -176,36 +193,13 @@ def describe_findings(findings: list[RangeFinding], precision: str, limit: int =
     lines += [f"  {finding}" for finding in findings[:limit]]
     if len(findings) > limit:
         lines.append(f"  ... and {len(findings) - limit} more")
-    origins = [name for f in findings if f.kind == "overflow" and f.origin for name in f.fp32_nodes]
-    if origins:
-        lines.append(f"  keep in float32: Settings(precision={precision!r}, fp32_nodes={origins!r}) (or search: "
-                     f"`trtcheck precision MODEL --precision {precision}`)")
+    keep = list(fix) or [name for f in findings if f.kind == "overflow" and f.origin for name in f.fp32_nodes]
+    search = f"`trtcheck precision MODEL --precision {precision}`"
+    if keep:
+        checked = {True: "checked: verify passes with it", False: f"checked: verify still fails with it; search: {search}",
+                   None: f"or search: {search}"}[holds]
+        lines.append(f"  keep in float32: Settings(precision={precision!r}, fp32_nodes={keep!r}) ({checked})")
     return lines
-
-
-def past_range_constant(node: torch.fx.Node, largest: float) -> tuple[float, list[str]] | None:
-    """A finite constant ``node`` computes with that is beyond ``largest`` (a scalar argument, or the largest magnitude
-    of a constant tensor: a lifted ``get_attr``, seen through ``clone``/``detach``/``alias``), and the nodes that keep
-    it exact in float32: the pass-through nodes it comes through, then ``node``; or None. Its activations stay in
-    range (``x / 1e5`` is small), so no activation shows it, but the reduced-precision graph clamps the constant
-    (``mixed_precision.to_low``) and the node computes another function: ``x / 65504``. A pass-through node itself
-    computes nothing and is no finding of its own."""
-    if node.op != "call_function" or constant_tensor(node) is not None:
-        return None
-    for arg in node.args:
-        if isinstance(arg, float) and math.isfinite(arg) and abs(arg) > largest:
-            return arg, [node.name]
-        value = constant_tensor(arg) if isinstance(arg, torch.fx.Node) else None
-        if value is None or not value.is_floating_point():
-            continue
-        finite = value[value.isfinite()]
-        if finite.numel() and float(finite.abs().max()) > largest:
-            chain, through = [node.name], arg
-            while through.op == "call_function":
-                chain.insert(0, through.name)
-                through = through.args[0]
-            return float(finite[finite.abs().argmax()]), chain
-    return None
 
 
 def _first_float(value: Any) -> torch.Tensor | None:

@@ -41,6 +41,8 @@ class VerificationReport:
     notes: list[str] = field(default_factory=list)  # what the checks could not do, and why
     localization: Localization | None = None  # where a mismatch comes from (localize.py), on the first failing input set
     range_findings: list[RangeFinding] = field(default_factory=list)  # precision fp16/bf16: nodes leaving its range
+    range_fix: list[str] = field(default_factory=list)  # the fp32_nodes the report prints for them (``ranges.fp32_fix``)
+    range_fix_holds: bool | None = None  # whether verify passed with them (None: not checked)
     quantizers: list[QuantizerCheck] = field(default_factory=list)  # a quantized model: each quantizer alone
     quantization: QuantizationLoss | None = None  # a quantized model: what quantizing costs it, and which quantizers
 
@@ -113,7 +115,8 @@ class VerificationReport:
         if self.quantization is not None and not self.passed:
             lines += [f"  {line}" for line in self.quantization.lines()]
         if not self.passed:
-            lines += [f"  {line}" for line in describe_findings(self.range_findings, self.settings.precision)]
+            lines += [f"  {line}" for line in describe_findings(self.range_findings, self.settings.precision,
+                                                                 fix=self.range_fix, holds=self.range_fix_holds)]
             lines.append("  partition explained (Partition.explain):")
             lines += [f"    {line}" for line in self.partition.explain().splitlines()]
             lines.append("  partition:")

@@ -40,7 +40,8 @@ class VerifyRequest:
     ``compile_request`` is what it compiles with, and converts again from scratch for determinism (made once: the
     settings checked, the backend and ``torch_executed_ops`` resolved); ``judge`` the one rule every output of this
     request is judged by (``verification.judge``: made from the settings' precision, ``rtol``, ``atol`` and
-    ``reference``).
+    ``reference``). ``check_fix``: a failing fp16/bf16 verify checks the ``fp32_nodes`` its report prints by verifying
+    once more with them (``fix_unchecked``: the fix printed unchecked, as the check's own verify prints it).
     """
 
     settings: Settings | None = None
@@ -59,6 +60,7 @@ class VerifyRequest:
     reference: bool = True
     localize_budget: float = 60.0
     eager_cache: EagerCache | None = None
+    check_fix: bool = field(init=False, default=True)
     resolved_backend: str = field(init=False, default="")
     compile_request: CompileRequest = field(init=False, default=None)
     judge: Judge = field(init=False, default_factory=Judge)
@@ -111,6 +113,13 @@ class VerifyRequest:
             return self
         changed = copy.copy(self)
         object.__setattr__(changed, "judge", judge)
+        return changed
+
+    def fix_unchecked(self) -> VerifyRequest:
+        """This request printing the fix of its range findings unchecked (``check_fix`` False): the request that
+        checks a fix, which must not check its own."""
+        changed = copy.copy(self)
+        object.__setattr__(changed, "check_fix", False)
         return changed
 
     def recorded_options(self) -> dict[str, Any]:

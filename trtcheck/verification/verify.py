@@ -14,6 +14,7 @@ equivalence on every input set (``comparisons``, measured by ``equivalence`` and
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -44,7 +45,7 @@ from trtcheck.verification.invariants import Violation, check_invariants, fallba
 from trtcheck.verification.localize import localized
 from trtcheck.verification.modes import call_mode_violations, grad_mode_violations, mode_output_violations
 from trtcheck.verification.quantizers import quantization_costs, quantizer_checks
-from trtcheck.verification.ranges import clamped_outputs, compiled_range_findings
+from trtcheck.verification.ranges import clamped_outputs, compiled_range_findings, fp32_fix
 from trtcheck.verification.report import VerificationReport
 from trtcheck.verification.repro import write_repro
 from trtcheck.verification.request import VerifyRequest
@@ -168,6 +169,9 @@ def _verified(source: Source, eager: torch.nn.Module, args: tuple, kwargs: dict,
         if request.judge.narrows_range:  # fp16/bf16 leave float32's range; tf32 keeps it, nothing to find
             report.range_findings, note = compiled_range_findings(compiled, args, kwargs, request.judge.precision)
             clamped_outputs(compiled.partition.graph_module, report.comparisons, report.range_findings, request.judge.precision)
+            if report.range_findings and not all(comparison.passed for comparison in report.comparisons):
+                report.range_fix = fp32_fix(compiled.partition.graph_module, report.range_findings)
+                report.range_fix_holds = _fix_holds(source, args, kwargs, request, report.range_fix)
             report.notes += [note] if note else []
         if request.judge.quantized:
             report.quantizers = quantizer_checks(compiled, input_sets[0], kwargs, request.resolved_backend)
@@ -187,6 +191,23 @@ def _verified(source: Source, eager: torch.nn.Module, args: tuple, kwargs: dict,
             report.repro = _write_repro(report, compiled, source, input_sets, request)
         raise VerificationError(report)
     return report
+
+
+def _fix_holds(source: Source, args: tuple, kwargs: dict, request: VerifyRequest, fix: Sequence[str]) -> bool | None:
+    """Whether ``verify`` passes with ``fix`` kept in float32 besides the request's ``fp32_nodes``: every fix a report
+    prints is checked before it is printed (an overflowing sum's origin alone, once advised, failed again: its result
+    was cast back down for ``sqrt``). None: not checked (``request.check_fix`` off, or the check could not run)."""
+    if not request.check_fix or not fix:
+        return None
+    settings = dataclasses.replace(request.settings, fp32_nodes=list(dict.fromkeys([*request.settings.fp32_nodes, *fix])))
+    checking = dataclasses.replace(request, settings=settings, localize_budget=0, report_dir=None).fix_unchecked()
+    try:
+        verify_request(source.lowerable, args, checking, kwargs)
+    except VerificationError:
+        return False
+    except Exception:  # noqa: BLE001 - a check of advice must never replace the failure it advises on
+        return None
+    return True
 
 
 def _soundness_violations(
