@@ -127,7 +127,7 @@ def to_mixed_precision(
     typed = any(info.type.tensor_type.elem_type in LOW_TYPES for info in infos.values())  # a float16/bfloat16 model
 
     # 1. Each node's mode: "low", "fp32" (kept, with why), "acc" (use_fp32_acc), or "as is" (no float32 data).
-    policy = autocast_keeps(graph, infos, autocast) if autocast is not None else {}
+    policy = {**_rounded_once(graph), **(autocast_keeps(graph, infos, autocast) if autocast is not None else {})}
     positions = [_positions(node, opset) for node in graph.node]
     modes: list[str] = []
     kept: dict[str, str] = {}
@@ -281,6 +281,33 @@ def _positions(node: onnx.NodeProto, opset: int) -> _Positions:
         return tuple(result)
 
     return _Positions(kinds(schema.inputs, len(node.input), agnostic), kinds(schema.outputs, len(node.output), set()))
+
+
+_ELEMENTWISE = frozenset({
+    "Abs", "Add", "Ceil", "Clip", "Cos", "Div", "Erf", "Exp", "Floor", "Log", "Max", "Min", "Mul", "Neg", "Pow",
+    "Reciprocal", "Relu", "Round", "Sigmoid", "Sign", "Sin", "Softplus", "Sqrt", "Sub", "Tanh", "Where",
+})
+
+
+def _rounded_once(graph: onnx.GraphProto) -> dict[int, str]:
+    """The nodes of every ATen op its converter wrote as several elementwise ONNX nodes (GELU's Div, Erf, Add, Mul,
+    Mul; ``rsqrt``'s Sqrt and Reciprocal), by index, with why they stay float32: the op is computed in float32 and
+    rounded once, at its output, as eager computes it in fp16 (float32 inside, one rounding) and as TensorRT's
+    pointwise fusion computes such a chain. Rounded after each of its nodes, a correct GELU erred up to 8.8x eager's
+    own error at fp16 on an all-zeros input, and failed."""
+    groups: dict[str, list[int]] = {}
+    for index, node in enumerate(graph.node):
+        fx, _ = onnx_origin(node)
+        if fx:
+            groups.setdefault(fx, []).append(index)
+    found: dict[int, str] = {}
+    for fx, indices in groups.items():
+        ops = [graph.node[index].op_type for index in indices]
+        if len(ops) > 1 and all(op in _ELEMENTWISE for op in ops):
+            why = (f"trtcheck: one of the {len(ops)} elementwise ONNX nodes of {fx}, computed in float32 and rounded once "
+                   "at its output, as eager and TensorRT's pointwise fusion round it")
+            found.update(dict.fromkeys(indices, why))
+    return found
 
 
 @functools.lru_cache(maxsize=512)

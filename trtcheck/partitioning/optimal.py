@@ -296,8 +296,14 @@ def _improve(graph: _Graph, level: list[int], start: int, top: int, movable: lis
             reads_g = reads[g]
             options = {level[t] for t in succs_g}
             options.update(level[u] for u in preds_g)
+            first = low if (low & 1) == parity else low + 1
+            span = (high - first) // 2 + 1  # the legal levels: few, however many levels read a value
             for v in reads_g:
-                options.update(at[v])
+                per_level = at[v]
+                if len(per_level) > span:  # a value read everywhere (a buffer, a graph input): look up the legal levels
+                    options.update(option for option in range(first, high + 1, 2) if option in per_level)
+                else:
+                    options.update(per_level)
             options.discard(current)
             options = sorted(option for option in options if low <= option <= high and (option & 1) == parity)
             if not options:
