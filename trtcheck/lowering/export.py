@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 import operator
 import os
+import re
 import sys
 import time
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -239,12 +241,60 @@ def _export_refused(
             "from dynamic_shapes"
         ) from error
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    name, cause = type(model).__name__, _cause(error)
+    at = f" at {cause}" if cause else ""
+    if _packed_parameters(error):
+        raise LoweringError(
+            f"torch.export cannot trace {name}: it holds eager-mode quantized modules whose weights are packed "
+            f"parameters ({type(error).__name__}: {first_line}), which torch.export cannot capture.\nFix: quantize "
+            "for TensorRT with explicit Q/DQ instead (NVIDIA ModelOpt's mtq.quantize on the float model, which "
+            "trtcheck verifies: docs/quantization.md), or verify the float model before torch.ao.quantization.convert"
+        ) from error
+    if _data_dependent(error):
+        raise LoweringError(
+            f"torch.export could not trace {name}: Python control flow{at} depends on a tensor's values "
+            f"({type(error).__name__}: {first_line})\nFix: at that line, express the branch with torch.cond or "
+            "torch.where, assert what export cannot know with torch._check, or export the model without that part "
+            "(its post-processing, say) and run it in PyTorch after the compiled module"
+        ) from error
     raise LoweringError(
-        f"torch.export could not trace {type(model).__name__}: {type(error).__name__}: {first_line}\n"
+        f"torch.export could not trace {name}{at}: {type(error).__name__}: {first_line}\n"
         "Fix: make the model exportable (no data-dependent Python control flow, no unsupported Python "
         "objects among the inputs; see https://pytorch.org/docs/stable/export.html), check that the "
         "example inputs match forward's signature, or pass a torch.fx.GraphModule of ATen ops instead."
     ) from error
+
+
+_CAUSED_BY = re.compile(r"Caused by: \(([^()\n]+:\d+ in [^()\n]+)\)")
+
+
+def _cause(error: BaseException) -> str:
+    """Where in the model's code (the user's, or a library's like torchvision's) export's refusal comes from:
+    the ``Caused by: (file:line in function)`` a guard error names, else the innermost frame of the traceback
+    outside torch and trtcheck; "" when none is known. The refusal once kept only the error's first line, and the
+    detectors' one Python ``if`` in ``torchvision/ops/boxes.py`` was nowhere in it."""
+    found = _CAUSED_BY.search(str(error))
+    if found and not found.group(1).startswith(("_", "torch/", "fx/", "utils/")):  # torch's own frame: look further
+        return found.group(1)
+    frames = [frame for frame, _ in traceback.walk_tb(error.__traceback__)]
+    outside = [frame for frame in frames if not any(part in frame.f_code.co_filename.replace(os.sep, "/")
+                                                    for part in ("/torch/", "/trtcheck/", "<"))]
+    if not outside:
+        return ""
+    frame = outside[-1]
+    return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
+
+
+def _packed_parameters(error: BaseException) -> bool:
+    """An eager-mode quantized module (``torch.ao.quantization.convert``) refused for its packed weights."""
+    return "PackedParams" in str(error) or "__obj_flatten__" in str(error)
+
+
+def _data_dependent(error: BaseException) -> bool:
+    """A refusal of a Python branch or size on a tensor's values (a guard on a data-dependent expression)."""
+    text = str(error)
+    return type(error).__name__ in ("GuardOnDataDependentSymNode", "UserError") and "data-dependent" in text or (
+        "Could not guard on data-dependent expression" in text)
 
 
 class TorchLog:
