@@ -156,12 +156,13 @@ def _named_inputs(node: torch.fx.Node, args: BoundArgs | None = None) -> Iterato
             yield (f"{name}[{index}]" if isinstance(value, (list, tuple)) else name), producer
 
 
-def engine_refusal(node: torch.fx.Node, args: BoundArgs | None = None, dynamic: bool = False) -> str | None:
+def engine_refusal(node: torch.fx.Node, args: BoundArgs | None = None, dynamic: bool = False, empty: bool = False) -> str | None:
     """The check shared by every converter: why ``node`` cannot be in a TensorRT segment at all, or None.
 
     Refuses float64/int8/int16/complex inputs or outputs (``trtcheck.dtypes``' ``in_engine``), sparse or
     empty shapes, symbolic values written into the arguments, SymFloat/SymBool inputs, and, unless the
-    converter is ``dynamic``, symbolic shapes and SymInt inputs (e.g. the result of a ``sym_size`` node).
+    converter is ``dynamic``, symbolic shapes and SymInt inputs (e.g. the result of a ``sym_size`` node); an empty
+    tensor only where the converter handles one (``empty``: a slice that selects nothing, a ``cat`` reading one).
     ``args``: ``node``'s bound arguments, when the caller has them.
     """
     symbolic = [v for v in _iter_values((node.args, tuple(node.kwargs.values()))) if _symbolic(v)]
@@ -170,14 +171,14 @@ def engine_refusal(node: torch.fx.Node, args: BoundArgs | None = None, dynamic: 
     owner = node.graph.owning_module
     ranges = symbol_ranges(owner) if dynamic and owner is not None else {}
     for name, producer in _named_inputs(node, args):
-        reason = _value_refusal(f"input {name} (%{producer.name})", producer.meta.get("val"), False, dynamic, ranges)
+        reason = _value_refusal(f"input {name} (%{producer.name})", producer.meta.get("val"), empty, dynamic, ranges)
         if reason:
             return reason
     outputs = output_metas(node)
     # Extra outputs may be empty placeholders (batch norm's saved statistics in inference mode).
     for index, value in enumerate(outputs):
         what = "the output" if len(outputs) == 1 else f"output {index}"
-        reason = _value_refusal(what, value, index > 0, dynamic, ranges)
+        reason = _value_refusal(what, value, index > 0 or empty, dynamic, ranges)
         if reason:
             return reason
     return None
@@ -215,6 +216,7 @@ def converter(
     constants: Sequence[str] = (),
     check: Check | None = None,
     dynamic: bool = False,
+    empty: bool = False,
 ) -> Callable[[BoundConverterFn], BoundConverterFn]:
     """Register a built-in converter ``fn(ctx, args)`` together with what it accepts.
 
@@ -224,7 +226,8 @@ def converter(
     accept (a test checks every converter against the ONNX schemas). Arguments are bound to the schema
     once per call (:func:`~trtcheck.conversion.arguments.bind`), for the check and the converter alike.
     ``dynamic``: the converter handles symbolic sizes and SymInt inputs (see the module docstring); its
-    ``check`` then refuses, naming the argument and dim, any dynamic size it cannot handle.
+    ``check`` then refuses, naming the argument and dim, any dynamic size it cannot handle. ``empty``: it handles
+    empty tensors among its inputs and outputs (an empty slice is a valid value; a ``cat`` drops one).
 
     This is the built-in path: the converter is marked ``builtin`` (a crash in its validator is a
     trtcheck bug that verification reports). Users register theirs with ``trtcheck.conversion.register``.
@@ -232,7 +235,7 @@ def converter(
 
     def validator(node: torch.fx.Node) -> bool | Refusal:
         args = bind(node)
-        reason = (engine_refusal(node, args, dynamic) or _dtype_refusal(args, dtypes, outputs)
+        reason = (engine_refusal(node, args, dynamic, empty) or _dtype_refusal(args, dtypes, outputs)
                   or _constant_refusal(args, constants))
         if reason:
             return Refusal(reason)

@@ -11,6 +11,7 @@ slice/select on a dynamic dim leave the bounds to ONNX Slice/Gather at run time.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -157,11 +158,28 @@ def _expand(ctx: ConversionContext, args: BoundArgs) -> str:
     return ctx.add("Expand", [ctx.name(args.self), ctx.shape_list(sizes)])
 
 
-@converter(aten.cat.default, constants=("dim",), dynamic=True)
+def _empty(value: Any) -> bool:
+    """A tensor known, from its static shape, to hold nothing."""
+    shape = value.meta["val"].shape if isinstance(value, torch.fx.Node) else ()
+    return all(isinstance(size, int) for size in shape) and math.prod(shape) == 0 and len(shape) > 0
+
+
+def _cat_ok(args: BoundArgs) -> bool | Refusal:
+    """Empty inputs are dropped (a cat with one is the identity: a partial rotary embedding's pass-through half),
+    but not all of them."""
+    if all(_empty(tensor) for tensor in args.tensors):
+        return refuse("every input is empty: the result holds nothing to compute")
+    return True
+
+
+@converter(aten.cat.default, constants=("dim",), check=_cat_ok, dynamic=True, empty=True)
 def _cat(ctx: ConversionContext, args: BoundArgs) -> str:
-    """Concat; inputs of different dtypes are promoted to the output dtype first, as aten.cat does."""
+    """Concat of the inputs that hold something; inputs of different dtypes are promoted to the output dtype first,
+    as aten.cat does (an empty input still takes part in the promotion, as in aten.cat)."""
     axis = args.dim % out_meta(args.node).dim()
-    return ctx.add("Concat", operands(ctx, args.tensors, out_dtype(args.node)), axis=axis)
+    kept = [tensor for tensor in args.tensors if not _empty(tensor)]
+    values = operands(ctx, kept, out_dtype(args.node))
+    return values[0] if len(values) == 1 else ctx.add("Concat", values, axis=axis)
 
 
 @converter(aten.stack.default, constants=("dim",), dynamic=True)
@@ -230,7 +248,7 @@ def _slice_ok(args: BoundArgs) -> bool | Refusal:
 _INT64_MAX = 2**63 - 1
 
 
-@converter(aten.slice.Tensor, check=_slice_ok, dynamic=True)
+@converter(aten.slice.Tensor, check=_slice_ok, dynamic=True, empty=True)
 def _slice(ctx: ConversionContext, args: BoundArgs) -> str:
     """Static bounds when the dim's size is static; otherwise the bounds as given (negative ones count from
     the end and out-of-range ones clamp, in ONNX Slice as in Python), SymInt nodes read as converted."""
