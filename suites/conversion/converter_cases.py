@@ -257,6 +257,10 @@ case("constant_pad_nd-zero", A.constant_pad_nd.default, lambda x: A.constant_pad
      lambda: (randn(2, 3, 4),))
 case("constant_pad_nd-int", A.constant_pad_nd.default, lambda x: A.constant_pad_nd.default(x, [2, 1], 7),
      lambda: (randint(2, 3),))
+case("constant_pad_nd-crop", A.constant_pad_nd.default, lambda x: A.constant_pad_nd.default(x, [0, -1, -2, 1], 0.5),
+     lambda: (randn(2, 5, 6),))  # a negative pad crops: the end of the last dim, the start of the one before
+case("constant_pad_nd-crop-only", A.constant_pad_nd.default, lambda x: A.constant_pad_nd.default(x, [-1, -1, -1, -1]),
+     lambda: (randn(1, 3, 4, 4),))
 case("copy", A.copy.default, A.copy.default, lambda: (randn(3, 4), randint(4)))
 case("copy-0dim", A.copy.default, A.copy.default, lambda: (randn(3, 4), randn()))
 case("slice_scatter", A.slice_scatter.default, lambda x, s: A.slice_scatter.default(x, s, 1, 0, -7),

@@ -265,6 +265,8 @@ case("expand-minus-one", A.expand.default, lambda x: A.expand.default(x, [-1, 4]
 case("expand-new-leading-dim", A.expand.default, lambda x: A.expand.default(x, [2, -1, -1]), lambda n: (randn(n, 3),))
 case("expand-symint", (A.expand.default, A.sym_size.int), lambda x, y: A.expand.default(x, [A.sym_size.int(y, 0), -1]),
      lambda n: (randn(1, 3), randn(n, 2, seed=1)), lambda d: (None, {0: d}))
+case("constant_pad_nd-crop-dynamic-dim", A.constant_pad_nd.default,
+     lambda x: A.constant_pad_nd.default(x, [1, 0, -1, -1], 0.5) + 1, lambda n: (randn(n, 3),), low=4)  # crops the dynamic dim
 binary("cat-dynamic-dim", A.cat.default, lambda x, y: A.cat.default([x, y * 2], 0))
 binary("cat-static-dim", A.cat.default, lambda x, y: A.cat.default([x, y], 1))
 binary("stack", A.stack.default, lambda x, y: A.stack.default([x, y], 1))

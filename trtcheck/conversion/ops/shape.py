@@ -317,14 +317,16 @@ def _slice_scatter(ctx: ConversionContext, args: BoundArgs) -> str:
 
 
 def _pads_ok(args: BoundArgs) -> bool | Refusal:
-    if all_ints(args.pad) and all(p >= 0 for p in args.pad):
+    if all_ints(args.pad):
         return True
-    return refuse(f"pad {args.pad!r} is not all non-negative ints (a negative pad crops)")
+    return refuse(f"pad {args.pad!r} is not all constant ints")
 
 
 @converter(aten.constant_pad_nd.default, dtypes=NUMERIC, constants=("value",), check=_pads_ok, dynamic=True)
 def _constant_pad(ctx: ConversionContext, args: BoundArgs) -> str:
-    """aten pads are (begin, end) pairs from the last dim backwards; ONNX wants all begins, then ends."""
+    """aten pads are (begin, end) pairs from the last dim backwards; ONNX wants all begins, then ends. A negative pad
+    crops (timm's volo: ``F.pad(x, (0, -1, 0, -1))``): a Slice first takes what the crops keep (a negative end counts
+    from the end, so a dynamic size crops too), then Pad adds the positive pads."""
     x = ctx.name(args.self)
     pad = list(args.pad)
     if not any(pad):
@@ -333,6 +335,14 @@ def _constant_pad(ctx: ConversionContext, args: BoundArgs) -> str:
     begins, ends = [0] * rank, [0] * rank
     for i in range(len(pad) // 2):
         begins[rank - 1 - i], ends[rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    cropped = [axis for axis in range(rank) if begins[axis] < 0 or ends[axis] < 0]
+    if cropped:
+        starts = [max(-begins[axis], 0) for axis in cropped]
+        stops = [ends[axis] if ends[axis] < 0 else _INT64_MAX for axis in cropped]
+        x = ctx.add("Slice", [x, ints(ctx, starts), ints(ctx, stops), ints(ctx, cropped)])
+        begins, ends = [max(b, 0) for b in begins], [max(e, 0) for e in ends]
+        if not any(begins + ends):
+            return x
     value = ctx.constant(args.value, out_dtype(args.node))
     return ctx.add("Pad", [x, ints(ctx, begins + ends), value], mode="constant")
 
