@@ -362,6 +362,12 @@ case("_adaptive_avg_pool2d-divisible", A._adaptive_avg_pool2d.default,
      lambda x: A._adaptive_avg_pool2d.default(x, [2, 3]), lambda: (randn(1, 3, 6, 6),))
 case("adaptive_avg_pool2d", A.adaptive_avg_pool2d.default,
      lambda x: A.adaptive_avg_pool2d.default(x, [2, 2]), lambda: (randn(1, 3, 4, 4),))
+case("_adaptive_avg_pool2d-not-a-multiple", A._adaptive_avg_pool2d.default,  # overlapping windows: alexnet's, vgg's
+     lambda x: A._adaptive_avg_pool2d.default(x, [3, 5]), lambda: (randn(2, 3, 7, 11),))
+case("_adaptive_avg_pool2d-larger-output", A._adaptive_avg_pool2d.default,  # a 5x5 map to vgg's 7x7
+     lambda x: A._adaptive_avg_pool2d.default(x, [7, 7]), lambda: (randn(1, 4, 5, 5),))
+case("_adaptive_avg_pool2d-unbatched-not-a-multiple", A._adaptive_avg_pool2d.default,
+     lambda x: A._adaptive_avg_pool2d.default(x, [4, 3]), lambda: (randn(3, 6, 7),))
 case("_adaptive_avg_pool3d", A._adaptive_avg_pool3d.default,
      lambda x: A._adaptive_avg_pool3d.default(x, [1, 2, 1]), lambda: (randn(1, 3, 2, 4, 3),))
 

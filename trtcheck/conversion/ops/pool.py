@@ -6,7 +6,8 @@ max pooling ignores padding, which makes this exact.
 
 All are ``dynamic``: batch and channel sizes never matter, and spatial sizes may be symbolic except where
 the converter needs them: ``ceil_mode=True`` (the end padding depends on the size) and adaptive pooling to
-an output other than 1x1 (its kernel is input size / output size). Those refuse, naming the dim.
+an output other than 1x1 (its kernel is input size / output size; in 2-D, sizes no multiple of the output's
+pool with constant averaging matrices). Those refuse, naming the dim.
 """
 
 from __future__ import annotations
@@ -172,16 +173,28 @@ def _adaptive_ok(args: BoundArgs) -> bool | Refusal:
     dynamic = dynamic_refusal(args, "self", range(rank - len(sizes), rank), f"the kernel is input size / output_size {outputs}")
     if dynamic is not None:
         return dynamic
-    if not all(n % o == 0 for n, o in zip(sizes, outputs)):
-        return refuse(f"input size {sizes} is not a multiple of output_size {outputs}")
+    if not all(n % o == 0 for n, o in zip(sizes, outputs)) and len(sizes) != 2:
+        return refuse(f"input size {sizes} is not a multiple of output_size {outputs} (converted in 2-D only)")
     return True
+
+
+def _averaging(size: int, output: int) -> torch.Tensor:
+    """The ``[output, size]`` matrix adaptive average pooling applies along one dim: row ``i`` averages the inputs
+    ``floor(i * size / output)`` to ``ceil((i + 1) * size / output)`` (ATen's windows, overlapping where
+    ``size`` is no multiple of ``output``)."""
+    matrix = torch.zeros(output, size, dtype=torch.float64)
+    for i in range(output):
+        start, end = (i * size) // output, -((-(i + 1) * size) // output)
+        matrix[i, start:end] = 1.0 / (end - start)
+    return matrix
 
 
 @converter(aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default,
            aten._adaptive_avg_pool3d.default, dtypes=_AVG_POOL_DTYPES, check=_adaptive_ok, dynamic=True)
 def _adaptive_avg_pool(ctx: ConversionContext, args: BoundArgs) -> str:
-    """AveragePool with kernel = stride = input size / output size (GlobalAveragePool for output 1); an
-    unbatched input is pooled as a batch of one (Unsqueeze, Squeeze: no size is read)."""
+    """AveragePool with kernel = stride = input size / output size (GlobalAveragePool for output 1); in 2-D, where
+    an input size is no multiple of its output size, two MatMuls with the constant averaging matrices of ATen's
+    windows (``_averaging``); an unbatched input is pooled as a batch of one (Unsqueeze, Squeeze: no size is read)."""
     sizes, outputs, batched = _adaptive_dims(args)
     x = ctx.name(args.self)
     if all_ints(sizes) and sizes == outputs:
@@ -190,7 +203,12 @@ def _adaptive_avg_pool(ctx: ConversionContext, args: BoundArgs) -> str:
         x = ctx.add("Unsqueeze", [x, ints(ctx, [0])])
     if _global(outputs):
         y = ctx.add("GlobalAveragePool", [x])
-    else:
+    elif all(n % o == 0 for n, o in zip(sizes, outputs)):
         kernel = [n // o for n, o in zip(sizes, outputs)]
         y = ctx.add("AveragePool", [x], kernel_shape=kernel, strides=kernel)
+    else:  # 2-D, sizes no multiple of the outputs (alexnet and vgg at small inputs): Y = A_h X A_w^T, exact windows
+        dtype = args.meta("self").dtype
+        rows = ctx.constant(_averaging(sizes[0], outputs[0]).to(dtype), dtype)
+        columns = ctx.constant(_averaging(sizes[1], outputs[1]).t().contiguous().to(dtype), dtype)
+        y = ctx.add("MatMul", [ctx.add("MatMul", [rows, x]), columns])
     return y if batched else ctx.add("Squeeze", [y, ints(ctx, [0])])
