@@ -354,6 +354,10 @@ case("avg_pool2d-exclude-pad", A.avg_pool2d.default,
 case("avg_pool2d-stride-default", A.avg_pool2d.default, lambda x: A.avg_pool2d.default(x, [2, 2]),
      lambda: (randn(2, 3, 6, 4),))
 case("avg_pool3d", A.avg_pool3d.default, lambda x: A.avg_pool3d.default(x, [2, 2, 2]), lambda: (randn(1, 2, 4, 4, 6),))
+case("_native_batch_norm_legit.no_stats", A._native_batch_norm_legit.no_stats,  # F.batch_norm on batch statistics
+     lambda x, w, b: A._native_batch_norm_legit.no_stats(x, w, b, True, 0.3, 1e-3)[0], lambda: (randn(3, 4, 5, 2), randn(4), randn(4)))
+case("_native_batch_norm_legit.no_stats-no-affine-2d", A._native_batch_norm_legit.no_stats,
+     lambda x: A._native_batch_norm_legit.no_stats(x, None, None, True, 0.1, 1e-5)[0], lambda: (randn(6, 3),))
 case("_adaptive_avg_pool2d-identity", A._adaptive_avg_pool2d.default,
      lambda x: A._adaptive_avg_pool2d.default(x, [6, 6]), lambda: (randn(1, 3, 6, 6),))
 case("_adaptive_avg_pool2d-global", A._adaptive_avg_pool2d.default,

@@ -267,6 +267,8 @@ case("expand-symint", (A.expand.default, A.sym_size.int), lambda x, y: A.expand.
      lambda n: (randn(1, 3), randn(n, 2, seed=1)), lambda d: (None, {0: d}))
 case("constant_pad_nd-crop-dynamic-dim", A.constant_pad_nd.default,
      lambda x: A.constant_pad_nd.default(x, [1, 0, -1, -1], 0.5) + 1, lambda n: (randn(n, 3),), low=4)  # crops the dynamic dim
+case("_native_batch_norm_legit.no_stats", A._native_batch_norm_legit.no_stats,  # batch statistics over a dynamic batch
+     lambda x: A._native_batch_norm_legit.no_stats(x, None, None, True, 0.1, 1e-5)[0], lambda n: (randn(n, 3, 4),))
 binary("cat-dynamic-dim", A.cat.default, lambda x, y: A.cat.default([x, y * 2], 0))
 binary("cat-static-dim", A.cat.default, lambda x, y: A.cat.default([x, y], 1))
 binary("stack", A.stack.default, lambda x, y: A.stack.default([x, y], 1))

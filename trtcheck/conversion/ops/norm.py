@@ -1,4 +1,4 @@
-"""Normalizations: layer norm, inference-mode batch norm, group norm.
+"""Normalizations: layer norm, inference-mode batch norm, batch norm on batch statistics, group norm.
 
 ATen's versions return (out, mean, rstd); TensorRT's layers only produce ``out``, so the validators
 accept a node only when nothing but ``getitem(node, 0)`` uses it (true for eval-mode graphs).
@@ -66,6 +66,34 @@ def _batch_norm(ctx: ConversionContext, args: BoundArgs) -> list[str]:
     inputs = [ctx.name(args.input), _affine(ctx, args.weight, 1.0, channels, dtype),
               _affine(ctx, args.bias, 0.0, channels, dtype), ctx.name(args.running_mean), ctx.name(args.running_var)]
     return [ctx.add("BatchNormalization", inputs, epsilon=float(args.eps)), "", ""]
+
+
+def _batch_statistics_ok(args: BoundArgs) -> bool | Refusal:
+    if args.meta("input").dim() < 2:
+        return refuse(f"input has rank {args.meta('input').dim()}; batch norm normalizes per channel (dim 1)")
+    return only_first_output_used(args)
+
+
+@converter(aten._native_batch_norm_legit.no_stats, dtypes=FLOAT, constants=("eps",), check=_batch_statistics_ok,
+           dynamic=True)
+def _batch_norm_batch_statistics(ctx: ConversionContext, args: BoundArgs) -> list[str]:
+    """Batch norm on the batch's own statistics (``F.batch_norm(training=True)`` without running ones: nfnet's weight
+    standardization on constant weights, instance-norm-like uses): the biased mean and variance over every dim but
+    the channels, ``(x - mean) / sqrt(var + eps)``, then the per-channel affine transform. No running statistic is
+    updated (there is none), so it computes what eager computes."""
+    x, rank = ctx.name(args.input), args.meta("input").dim()
+    dtype = out_dtype(args.node)
+    axes = ctx.constant([axis for axis in range(rank) if axis != 1], torch.int64)
+    centered = ctx.add("Sub", [x, ctx.add("ReduceMean", [x, axes], keepdims=1)])
+    variance = ctx.add("ReduceMean", [ctx.add("Mul", [centered, centered]), axes], keepdims=1)
+    spread = ctx.add("Sqrt", [ctx.add("Add", [variance, ctx.constant(float(args.eps), dtype)])])
+    y = ctx.add("Div", [centered, spread])
+    per_channel = [-1] + [1] * (rank - 2)
+    if args.weight is not None:
+        y = ctx.add("Mul", [y, reshape(ctx, ctx.name(args.weight), per_channel)])
+    if args.bias is not None:
+        y = ctx.add("Add", [y, reshape(ctx, ctx.name(args.bias), per_channel)])
+    return [y, "", ""]
 
 
 @converter(aten.native_group_norm.default, dtypes=FLOAT & onnx_accepts("InstanceNormalization"), constants=("N", "C", "group", "eps"),
