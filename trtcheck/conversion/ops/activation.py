@@ -14,6 +14,7 @@ from trtcheck.conversion.ops._common import (
     BoundConverterFn,
     aten,
     converter,
+    ints,
     onnx_accepts,
     out_dtype,
     refuse,
@@ -129,6 +130,12 @@ def _softmax_ok(args: BoundArgs) -> bool | Refusal:
 
 def _softmax(onnx_op: str) -> BoundConverterFn:
     def convert(ctx: ConversionContext, args: BoundArgs) -> str:
+        """A 0-d input (ATen takes dim 0 or -1 there) is one value: softmaxed as a vector of one (ONNX's Softmax
+        wants rank >= 1), giving 1 (LogSoftmax: 0) as ATen does."""
+        if args.meta("self").dim() == 0:
+            axes = ints(ctx, [0])
+            vector = ctx.add("Unsqueeze", [ctx.name(args.self), axes])
+            return ctx.add("Squeeze", [ctx.add(onnx_op, [vector], axis=0), axes])
         return ctx.add(onnx_op, [ctx.name(args.self)], axis=int(args.dim))
 
     return convert

@@ -74,7 +74,13 @@ def _index_select(ctx: ConversionContext, args: BoundArgs) -> str:
 
 @converter(aten.gather.default, constants=("dim",), check=_gather_ok, dynamic=True)
 def _gather(ctx: ConversionContext, args: BoundArgs) -> str:
-    axis = args.dim % max(args.meta("self").dim(), 1)
+    """GatherElements; a 0-d self (PyTorch gathers its one element, the index 0-d or of one element) is viewed as
+    1-d, as the index is, and the result keeps the index's shape (ONNX's GatherElements wants rank >= 1)."""
+    if args.meta("self").dim() == 0:
+        gathered = ctx.add("GatherElements", [reshape(ctx, ctx.name(args.self), [1]), reshape(ctx, ctx.name(args.index), [-1])],
+                           axis=0)
+        return reshape(ctx, gathered, out_meta(args.node).shape)
+    axis = args.dim % args.meta("self").dim()
     return ctx.add("GatherElements", [ctx.name(args.self), ctx.name(args.index)], axis=axis)
 
 

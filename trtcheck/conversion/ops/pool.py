@@ -56,6 +56,9 @@ def _pool_args(args: BoundArgs) -> tuple[list[int], list[int], list[int], list[i
 
 def _pool_ok(args: BoundArgs) -> bool | Refusal:
     spatial = args.meta("self").dim() - 2
+    pooled = 3 if "3d" in args.node.target._opname else 2 if "2d" in args.node.target._opname else spatial
+    if spatial != pooled:  # an unbatched input: the op pools its last ``pooled`` dims, not ``spatial``
+        return refuse(f"input has rank {spatial + 2} for a {pooled}-D pool: an unbatched input (pool a batch of one)")
     kernel, stride, padding, dilation, _ = _pool_args(args)
     if spatial not in (2, 3):
         return refuse(f"input has {spatial} spatial dimensions; TensorRT pools 2D and 3D only")
