@@ -286,7 +286,6 @@ NOT_CONVERTED: tuple[NotConverted, ...] = (
     NotConverted("new_empty_strided", ALL, RANDOM),
     NotConverted("nextafter", ("float32", "float16"), no_converter("aten.nextafter.default")),
     NotConverted("nn.functional.adaptive_avg_pool1d", ("float32", "float16"), refused("aten.unsqueeze.default")),
-    NotConverted("nn.functional.adaptive_avg_pool2d", ("float32", "float16"), refused("aten._adaptive_avg_pool2d.default")),
     NotConverted("nn.functional.adaptive_avg_pool3d", ("float32", "float16"), refused("aten._adaptive_avg_pool3d.default")),
     NotConverted("nn.functional.adaptive_max_pool2d", ("float32", "float16"), no_converter("aten.adaptive_max_pool2d.default")),
     NotConverted("nn.functional.adaptive_max_pool3d", ("float32", "float16"), no_converter("aten.adaptive_max_pool3d.default")),
