@@ -90,7 +90,7 @@ def round_e2m1(scaled: torch.Tensor) -> torch.Tensor:
     2, 1 below 4 and 2 above, so each range rounds as a multiple of its spacing (``torch.round`` rounds half to even,
     and the even multiple is the even code)."""
     magnitude = scaled.abs().clamp(max=NVFP4.max_bound)
-    spacing = torch.where(magnitude < 2, 0.5, torch.where(magnitude < 4, 1.0, 2.0)).to(scaled.dtype)
+    spacing = _e2m1_spacing(magnitude)
     return torch.copysign(torch.round(magnitude / spacing) * spacing, scaled)
 
 

@@ -292,9 +292,7 @@ def _packed_parameters(error: BaseException) -> bool:
 
 def _data_dependent(error: BaseException) -> bool:
     """A refusal of a Python branch or size on a tensor's values (a guard on a data-dependent expression)."""
-    text = str(error)
-    return type(error).__name__ in ("GuardOnDataDependentSymNode", "UserError") and "data-dependent" in text or (
-        "Could not guard on data-dependent expression" in text)
+    return type(error).__name__ == "GuardOnDataDependentSymNode" or "Could not guard on data-dependent expression" in str(error)
 
 
 class TorchLog:
