@@ -1,13 +1,17 @@
 """The benchmark gate (issue 42): partitioning's scaling, compile time and the stitched call's cost per boundary,
-each timed against a control in the same rounds and compared with a run recorded in the repository.
+each timed against a control and against the baseline's commit, all in the same rounds.
 
-    python suites/benchmarks/gate.py check [--baseline suites/benchmarks/gate_runs/baseline.json] [--out run.json]
+    python suites/benchmarks/gate.py check [--baseline suites/benchmarks/gate_runs/baseline.json] [--against COMMIT]
+                                           [--recorded] [--out run.json]
     python suites/benchmarks/gate.py measure --out run.json [--rounds 5]
     python suites/benchmarks/gate.py judge BASELINE.json CURRENT.json
 
-``check`` measures (about two minutes on two cores) and judges against the baseline; it exits 1 when a figure
-regressed. What is measured, in ``--rounds`` interleaved rounds (every figure once per round, so a change in the
-machine's load hits every figure and its control in the same round):
+``check`` measures this checkout and the baseline's commit (``--against``, by default the one ``baseline.json`` was
+recorded from, exported with ``git archive``) in two processes taking alternate turns of the same rounds (about two
+and a half minutes on two cores, ``measure_against``), then judges; it exits 1 when a figure regressed.
+``--recorded`` (or a repository without that commit) judges against ``baseline.json``'s recorded figures instead:
+those drift with the machine (``measure_against`` says how much). What is measured, in ``--rounds`` rounds (every
+figure once per round, so a change in the machine's load hits every figure and its control in the same round):
 
 * **partition**: ``trtcheck.partition`` of random core-ATen graphs of ``SIZES`` (4k and 40k compute nodes) of two
   families, ``tensor`` (elementwise ops, tuples, 10% without a converter) and ``with-ints`` (adds ``sym_size``
@@ -24,18 +28,20 @@ machine's load hits every figure and its control in the same round):
 How a figure fails (``judge``):
 
 * **regression**: each round's time is divided by the control's median over its run (times the baseline's median
-  control, so it stays in seconds), for the baseline's rounds and for these; the figure regressed when
+  control, so it stays in seconds), for the baseline's rounds and for these (the baseline's own control divides its
+  rounds); the figure regressed when
   ``trtcheck.report.statistics.is_regression`` says so at ``THRESHOLD``: the one-sided rank test over the rounds
   (p < 0.01), the median grown by more than the threshold, and by more than the noise floor. A machine that is
-  slower (or faster) slows (or speeds) the control as much, so it neither fails nor hides a regression. Each
-  partition family is judged once more pooled: per round, the geometric mean of its figures (``_pooled_findings``);
+  slower (or faster) during the run slows (or speeds) the baseline as much, so it neither fails nor hides a
+  regression. Each partition family is judged once more pooled: per round, the geometric mean of its figures (``_pooled_findings``);
 * **scaling**: the median over the rounds of ``40k / 4k`` of a partition (the two timed back to back, the small one
   the least of three runs) above ``MAX_SCALING`` (linear growth gives about 10, a
   quadratic piece 100): a figure of the code alone, no baseline needed.
 
 Self-contained on purpose: it imports only torch, ``trtcheck``'s public API, ``trtcheck.report.statistics`` (for
-the judgement) and the zoo, and builds its own graphs, so the same file measures older commits too (run it with
-their checkout first on ``PYTHONPATH``: the recorded runs in ``gate_runs/`` were made so, see its README).
+the judgement) and the zoo, and builds its own graphs, so the same file measures older commits too (their
+``trtcheck`` and zoo first on ``PYTHONPATH``: ``check`` does so for the baseline, and the recorded runs in
+``gate_runs/`` were made so, see its README).
 """
 
 from __future__ import annotations
@@ -295,9 +301,8 @@ def _boundary_figures() -> list[_Timed]:
     return [_Timed({"boundary/per_boundary": "control/eager_chain"}, per_boundary), _Timed({"control/eager_chain": ""}, eager)]
 
 
-def measure(rounds: int = ROUNDS, parts: tuple[str, ...] = ("partition", "compile", "boundary"), log: Any = None) -> dict[str, Any]:
-    """Every figure of ``parts`` (and its control) timed once per round, in a shuffled order each round, after one
-    untimed warm-up round; returns the run as recorded (``{"meta": ..., "figures": {name: [seconds per round]}}``)."""
+def _timed(parts: tuple[str, ...]) -> list[_Timed]:
+    """What ``parts`` times, set up (graphs built, models compiled): every figure and its control."""
     import torch
 
     warnings.filterwarnings("ignore")
@@ -311,19 +316,115 @@ def measure(rounds: int = ROUNDS, parts: tuple[str, ...] = ("partition", "compil
         timed += _compile_figures()
     if "boundary" in parts:
         timed += _boundary_figures()
+    return timed
+
+
+def _round(timed: list[_Timed], index: int) -> dict[str, float]:
+    """Round ``index``: every item once, in an order shuffled by the round's index (the same in every process)."""
+    shuffled = list(timed)
+    random.Random(index).shuffle(shuffled)
+    return {name: seconds for item in shuffled for name, seconds in item.run().items()}
+
+
+def _run_of(timed: list[_Timed], rounds: list[dict[str, float]]) -> dict[str, Any]:
     controls = {name: control for item in timed for name, control in item.names.items() if control}
-    results: dict[str, list[float]] = {name: [] for item in timed for name in item.names}
-    order = random.Random(0)
+    figures = {name: [measured[name] for measured in rounds] for item in timed for name in item.names}
+    return {"meta": _meta(), "controls": controls, "figures": figures}
+
+
+def measure(rounds: int = ROUNDS, parts: tuple[str, ...] = ("partition", "compile", "boundary"), log: Any = None) -> dict[str, Any]:
+    """Every figure of ``parts`` (and its control) timed once per round, in a shuffled order each round, after one
+    untimed warm-up round; returns the run as recorded (``{"meta": ..., "figures": {name: [seconds per round]}}``)."""
+    timed = _timed(parts)
+    results = []
     for index in range(rounds + 1):  # round 0 warms up (imports, first kernels, ONNX Runtime's first session)
-        shuffled = list(timed)
-        order.shuffle(shuffled)
-        for item in shuffled:
-            for name, seconds in item.run().items():
+        measured = _round(timed, index)
+        if index:
+            results.append(measured)
+            if log is not None:
+                log(f"round {index}/{rounds} done")
+    return _run_of(timed, results)
+
+
+ROUND_LINE = "gate-round "
+
+
+def serve(parts: tuple[str, ...]) -> int:
+    """A worker of ``measure_against``: sets ``parts`` up, then per line ``round INDEX`` on stdin times that round
+    and prints it (``ROUND_LINE`` and JSON, one line); at the end of stdin prints the run's layout and meta."""
+    timed = _timed(parts)
+    print(ROUND_LINE + json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        print(ROUND_LINE + json.dumps(_round(timed, int(line.split()[1]))), flush=True)
+    print(ROUND_LINE + json.dumps(_run_of(timed, [])), flush=True)
+    return 0
+
+
+class _Worker:
+    """One ``serve`` process, importing ``trtcheck`` (and the zoo) from ``path`` first."""
+
+    def __init__(self, path: Path, parts: tuple[str, ...]) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")])}
+        self.process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "serve", "--parts", *parts],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=path)
+
+    def read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith(ROUND_LINE):
+                return json.loads(line[len(ROUND_LINE):])
+        raise RuntimeError(f"the gate's worker ended without a result (exit code {self.process.wait()}): its stderr says why")
+
+    def round(self, index: int) -> dict[str, float]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"round {index}\n")
+        self.process.stdin.flush()
+        return self.read()
+
+    def finish(self, rounds: list[dict[str, float]]) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        layout = self.read()
+        self.process.wait()
+        return {**layout, "figures": {name: [measured[name] for measured in rounds] for name in layout["figures"]}}
+
+
+def export_commit(commit: str, into: Path) -> Path:
+    """``commit``'s ``trtcheck`` and zoo (``models/``, installed as ``trtcheck_zoo``) unpacked into ``into`` by
+    ``git archive``, so a worker with ``into`` first on its path imports that commit's code; raises
+    ``subprocess.CalledProcessError`` when the repository lacks the commit (a shallow clone)."""
+    root = HERE.parent.parent
+    for folder, name in (("trtcheck", "trtcheck"), ("models", "trtcheck_zoo")):
+        archive = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", f"--prefix={name}/", f"{commit}:{folder}"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def measure_against(commit: str, rounds: int = ROUNDS, parts: tuple[str, ...] = ("partition", "compile", "boundary"),
+                    log: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(baseline, current)``: ``commit``'s code and this checkout's, each in its own process, timed in alternate
+    turns of the same rounds (``AB``, then ``BA``, ...) after a warm-up round each, so whatever the machine does during
+    the run falls on both. A baseline recorded days before drifted: e6c4a2d's own code failed ``baseline.json``
+    (recorded from it on 2026-12-04) on 2026-12-07, at +54% for one figure and +15-43% for the others, its controls
+    +7%; both ``check`` runs are in ``gate_runs/README.md``."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="trtcheck-gate-") as tree:
+        workers = {"baseline": _Worker(export_commit(commit, Path(tree)), parts), "current": _Worker(HERE.parent.parent, parts)}
+        for worker in workers.values():
+            worker.read()  # set up (both at once: nothing is timed yet)
+        results: dict[str, list[dict[str, float]]] = {side: [] for side in workers}
+        for index in range(rounds + 1):
+            for side in (("baseline", "current") if index % 2 else ("current", "baseline")):
+                measured = workers[side].round(index)
                 if index:
-                    results[name].append(seconds)
-        if log is not None and index:
-            log(f"round {index}/{rounds} done")
-    return {"meta": _meta(), "controls": controls, "figures": results}
+                    results[side].append(measured)
+            if log is not None and index:
+                log(f"round {index}/{rounds} done (both)")
+        baseline, current = (workers[side].finish(results[side]) for side in ("baseline", "current"))
+    baseline["meta"]["commit"] = commit
+    return baseline, current
 
 
 def _meta() -> dict[str, Any]:
@@ -463,8 +564,11 @@ def report(findings: list[Finding]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    check = commands.add_parser("check", help="measure, then judge against the baseline; exit 1 on a regression")
-    check.add_argument("--baseline", type=Path, default=BASELINE)
+    check = commands.add_parser("check", help="measure this checkout and the baseline's commit in the same rounds, then judge; "
+                                              "exit 1 on a regression")
+    check.add_argument("--baseline", type=Path, default=BASELINE, help="the recorded run whose commit is the baseline")
+    check.add_argument("--against", help="the baseline's commit (default: the one --baseline was recorded from)")
+    check.add_argument("--recorded", action="store_true", help="judge against --baseline's recorded figures instead")
     check.add_argument("--out", type=Path)
     check.add_argument("--rounds", type=int, default=ROUNDS)
     run = commands.add_parser("measure", help="measure and write the run")
@@ -472,11 +576,15 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--rounds", type=int, default=ROUNDS)
     run.add_argument("--parts", nargs="+", default=["partition", "compile", "boundary"])
     run.add_argument("--commit", help="the commit measured, when the code is not a git checkout (an exported tree)")
+    worker = commands.add_parser("serve", help="a worker of check: times a round per line 'round INDEX' on stdin")
+    worker.add_argument("--parts", nargs="+", default=["partition", "compile", "boundary"])
     compare = commands.add_parser("judge", help="judge a recorded run against a recorded baseline")
     compare.add_argument("baseline", type=Path)
     compare.add_argument("current", type=Path)
     args = parser.parse_args(argv)
     log = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
+    if args.command == "serve":
+        return serve(tuple(args.parts))
     if args.command == "measure":
         result = measure(args.rounds, tuple(args.parts), log)
         if args.commit:
@@ -487,10 +595,25 @@ def main(argv: list[str] | None = None) -> int:
         findings = judge(json.loads(args.baseline.read_text()), json.loads(args.current.read_text()))
     else:
         start = time.perf_counter()
-        result = measure(args.rounds, log=log)
+        recorded = json.loads(args.baseline.read_text())
+        commit = args.against or recorded["meta"]["commit"]
+        baseline = recorded
+        if args.recorded:
+            result = measure(args.rounds, log=log)
+        else:
+            try:
+                baseline, result = measure_against(commit, args.rounds, log=log)
+                print(f"baseline: {commit}, measured in the same rounds", flush=True)
+            except subprocess.CalledProcessError as error:
+                print(f"baseline: cannot export {commit} from this repository ({error.stderr.decode().strip()}); judging "
+                      f"against its figures recorded in {args.baseline.name} instead (fetch the history, git fetch --unshallow, "
+                      "to measure it in the same rounds)", flush=True)
+                result = measure(args.rounds, log=log)
         if args.out is not None:
             args.out.write_text(json.dumps(result, indent=1) + "\n")
-        findings = judge(json.loads(args.baseline.read_text()), result)
+            if baseline is not recorded:  # what it was judged against, beside it (``judge BASELINE CURRENT`` reads both)
+                args.out.with_suffix(".baseline.json").write_text(json.dumps(baseline, indent=1) + "\n")
+        findings = judge(baseline, result)
         print(f"measured in {time.perf_counter() - start:.0f} s", flush=True)
     print(report(findings), flush=True)
     return 1 if any(finding.failed for finding in findings) else 0

@@ -96,6 +96,32 @@ def test_a_planted_2x_slowdown_measured_under_load_fails_and_its_unplanted_run_d
     assert _failed(gate.judge(_run("current-a"), _run("unplanted"))) == []
 
 
+def test_the_recorded_baseline_drifted_so_the_gate_measures_its_commit_in_the_same_rounds():
+    """CI at 2ba0338 failed on noise: ``baseline.json``'s own code (5b4fe8b's ``trtcheck`` is e6c4a2d's) failed it three
+    days after it was recorded, on the same machine. Timed in alternate turns of the same rounds, 2ba0338 against e6c4a2d
+    fails nothing, and the same pair with every partition twice as slow fails every partition figure and nothing else."""
+    drifted = _failed(gate.judge(_run("baseline"), _run("drifted-5b4fe8b")))
+    assert drifted, "the recorded baseline no longer fails its own code: the reason for measuring it in the same run is gone"
+    assert _failed(gate.judge(_run("inrun-2ba0338.baseline"), _run("inrun-2ba0338"))) == []
+    planted = _failed(gate.judge(_run("inrun-planted-2x.baseline"), _run("inrun-planted-2x")))
+    partition_checks = {finding.figure for finding in gate.judge(_run("inrun-2ba0338.baseline"), _run("inrun-2ba0338"))
+                        if finding.kind == "regression" and finding.figure.startswith("partition/")}
+    assert {finding.figure for finding in planted} == partition_checks, gate.report(planted)
+    assert _run("inrun-planted-2x.baseline")["meta"]["commit"] == _run("baseline")["meta"]["commit"]
+
+
+@pytest.mark.slow
+def test_measure_against_times_both_commits_in_alternate_turns():
+    """``measure_against`` itself: the checkout's ``HEAD`` exported by ``git archive`` and this checkout, each in its own
+    worker, one round of the boundary figure each (a few seconds of setup per worker; the timings are not judged)."""
+    baseline, current = gate.measure_against("HEAD", rounds=1, parts=("boundary",))
+    assert baseline["meta"]["commit"] == "HEAD"
+    for run in (baseline, current):
+        assert set(run["figures"]) == {"boundary/per_boundary", "control/eager_chain"}
+        assert all(len(rounds) == 1 and rounds[0] > 0 for rounds in run["figures"].values())
+        assert run["controls"] == {"boundary/per_boundary": "control/eager_chain"}
+
+
 def test_a_run_of_the_baselines_code_on_a_loaded_machine_fails_nothing():
     """``.ci/run`` of e33a671 while the nightly fuzz shared the two cores: its median 40k/4k ratio of
     ``tensor/dependency_aware`` was 24.3, which failed the scaling bound of 20 then (CI red on noise)."""
