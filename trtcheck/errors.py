@@ -43,6 +43,11 @@ class LoweringError(TrtcheckError):
     kept off stderr since the message already says what failed; ``trtcheck ... --verbose`` prints it."""
 
 
+class ExportRefusedError(LoweringError):
+    """torch.export could not trace the model itself (data-dependent control flow, Python it cannot capture), its
+    inputs being fine: ``frontend="auto"`` then verifies the model through torch.compile's graphs instead."""
+
+
 class DynamicShapesError(LoweringError, ValueError):
     """``dynamic_shapes`` does not fit the inputs (a dim the input lacks, a name forward does not take, a value
     that is not a ``torch.export.Dim``): refused before torch.export runs, so the model is never blamed."""

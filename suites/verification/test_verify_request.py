@@ -104,7 +104,7 @@ def test_verify_keeps_every_keyword_and_its_default():
     assert list(parameters) == [
         "model", "example_inputs", "settings", "backend", "rtol", "atol", "num_inputs", "inputs", "example_kwargs",
         "allow_fallbacks", "lowered", "support", "seed", "report_dir", "name", "dynamic_shapes", "reference",
-        "localize_budget", "eager_cache",
+        "localize_budget", "eager_cache", "frontend", "dynamic",
     ]
     assert set(parameters) - set(fields) == {"model", "example_inputs", "example_kwargs"}
     assert {name: parameters[name].default for name in fields} == fields

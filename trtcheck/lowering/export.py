@@ -27,7 +27,7 @@ from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from trtcheck.errors import LoweringError
+from trtcheck.errors import ExportRefusedError, LoweringError
 from trtcheck.lowering.decompositions import core_aten_table, kept_whole
 from trtcheck.lowering.graph import copy_graph_module, dead_nodes, is_aten_graph, writes_to
 from trtcheck.lowering.inputs import check_dynamic_shapes, check_program_inputs, dim_names_of, program_ranges
@@ -251,13 +251,13 @@ def _export_refused(
             "trtcheck verifies: docs/quantization.md), or verify the float model before torch.ao.quantization.convert"
         ) from error
     if _data_dependent(error):
-        raise LoweringError(
+        raise ExportRefusedError(
             f"torch.export could not trace {name}: Python control flow{at} depends on a tensor's values "
             f"({type(error).__name__}: {first_line})\nFix: at that line, express the branch with torch.cond or "
             "torch.where, assert what export cannot know with torch._check, or export the model without that part "
             "(its post-processing, say) and run it in PyTorch after the compiled module"
         ) from error
-    raise LoweringError(
+    raise ExportRefusedError(
         f"torch.export could not trace {name}{at}: {type(error).__name__}: {first_line}\n"
         "Fix: make the model exportable (no data-dependent Python control flow, no unsupported Python "
         "objects among the inputs; see https://pytorch.org/docs/stable/export.html), check that the "

@@ -26,7 +26,7 @@ from torch.utils._pytree import tree_flatten
 
 from trtcheck.compiler.pipeline import compile_request
 from trtcheck.engines import describe_backend
-from trtcheck.errors import VerificationError
+from trtcheck.errors import ExportRefusedError, SettingsError, VerificationError
 from trtcheck.lowering.export import Source, source_of
 from trtcheck.lowering.quantized import eager_quantizers
 from trtcheck.partitioning.decisions import Support
@@ -40,6 +40,7 @@ from trtcheck.verification.determinism import (
     specialization_violations,
 )
 from trtcheck.verification.eager_cache import EagerCache
+from trtcheck.verification.graph_breaks import GraphBreakReport, verify_across_breaks
 from trtcheck.verification.inputs import InputSet, compared_input_sets
 from trtcheck.verification.invariants import Violation, check_invariants, fallback_violations, segment_count_violations
 from trtcheck.verification.localize import localized
@@ -76,7 +77,9 @@ def verify(
     reference: bool = True,
     localize_budget: float = 60.0,
     eager_cache: EagerCache | None = None,
-) -> VerificationReport:
+    frontend: str = "auto",
+    dynamic: bool | None = False,
+) -> VerificationReport | GraphBreakReport:
     """Compile ``model`` and check it; raise ``VerificationError`` on any violation or mismatch.
 
     What it checks, each check's why, and the report: docs/api.md#verify. The arguments:
@@ -111,6 +114,9 @@ def verify(
     verified under several settings runs eager once (checked bit for bit on the examples, else emptied; a model that
     differs empties it first).
 
+    ``frontend``: ``"export"`` (one graph), ``"compile"`` (torch.compile's graphs, ``dynamic`` its option: a
+    ``GraphBreakReport``, docs/graph-breaks.md) or ``"auto"``: export, and compile where export refuses the model.
+
     A bad option (``num_inputs=0``, ``rtol="1e-3"``, ``localize_budget=None``) is a ``ValueError`` or ``TypeError``
     naming it and the fix, raised before the model is lowered or run (``VerifyRequest``).
     """
@@ -119,6 +125,7 @@ def verify(
         settings=settings, backend=backend, rtol=rtol, atol=atol, num_inputs=num_inputs, inputs=inputs,
         allow_fallbacks=allow_fallbacks, lowered=lowered, support=support, seed=seed, report_dir=report_dir, name=name,
         dynamic_shapes=dynamic_shapes, reference=reference, localize_budget=localize_budget, eager_cache=eager_cache,
+        frontend=frontend, dynamic=dynamic,
     )
     return verify_request(model, example_inputs, request, example_kwargs)
 
@@ -128,7 +135,7 @@ def verify_request(
     example_inputs: Sequence[Any] | None,
     request: VerifyRequest,
     example_kwargs: Mapping[str, Any] | None = None,
-) -> VerificationReport:
+) -> VerificationReport | GraphBreakReport:
     """``verify`` with its options as a ``VerifyRequest`` (one request serves many models, or a changed copy of it,
     ``dataclasses.replace``, the next call): compile, run every check family, write the repro of a failure, and
     raise ``VerificationError`` on any violation or mismatch."""
@@ -139,8 +146,27 @@ def verify_request(
     before = snapshot_state(eager)
     cache = request.eager_cache if request.eager_cache is not None else EagerCache()
     cache.bind(eager, before)
+    if request.frontend == "compile":
+        if isinstance(source.lowerable, torch.export.ExportedProgram):
+            raise SettingsError("verify(frontend='compile') of an ExportedProgram: it is one exported graph already; "
+                                "pass the nn.Module to verify it through torch.compile, or frontend='export'")
+        return verify_across_breaks(eager, args, kwargs, request, _verified_graph, dynamic=request.dynamic)
     with eager_quantizers(eager):  # NVFP4 quantizers ModelOpt runs only with CUDA compute TensorRT's arithmetic here
-        return _verified(source, eager, args, kwargs, before, cache, request, engine)
+        try:
+            return _verified(source, eager, args, kwargs, before, cache, request, engine)
+        except ExportRefusedError as error:
+            if request.frontend != "auto" or isinstance(source.lowerable, torch.export.ExportedProgram):
+                raise
+            refused = str(error).splitlines()[0]
+    note = f"{refused}; frontend='auto' verified it through torch.compile's graphs instead, as torch.compile(backend='tensorrt') deploys it"
+    return verify_across_breaks(eager, args, kwargs, request, _verified_graph, dynamic=request.dynamic, note=note)
+
+
+def _verified_graph(graph: torch.fx.GraphModule, example_inputs: tuple, request: VerifyRequest) -> VerificationReport:
+    """One graph torch.compile captured, verified as a model of its own (through torch.export: a captured graph has
+    no graph break left in it)."""
+    __tracebackhide__ = True
+    return verify_request(graph, example_inputs, dataclasses.replace(request, frontend="export"))
 
 
 def _verified(source: Source, eager: torch.nn.Module, args: tuple, kwargs: dict, before: Mapping[str, torch.Tensor],

@@ -1,0 +1,79 @@
+"""Issue 54: a model torch.export refuses, verified as ``torch.compile(backend="tensorrt")`` deploys it.
+
+``Gated`` branches on a tensor's value (export refuses it; dynamo breaks the graph there): ``frontend="auto"`` says
+export refused it and verifies each captured graph, on the inputs it was called with, and the model whole. A planted
+wrong converter in the graph after the break is named with its source line, and its repro folder fails alone.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import trtcheck
+from suites.verification.planted import off_by, planted, run_repro
+from trtcheck.errors import ExportRefusedError, VerificationError
+from trtcheck.verification.graph_breaks import GraphBreakReport
+
+
+class Gated(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Linear(8, 16)
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.stem(x))
+        if y.mean() > 0.1:  # data-dependent: export refuses, dynamo breaks the graph here
+            y = y * 2.0
+        return torch.sigmoid(self.head(y) * 3.0)  # the graph after the break
+
+
+def _model() -> tuple[torch.nn.Module, tuple]:
+    torch.manual_seed(0)
+    return Gated().eval(), (torch.rand(2, 8),)
+
+
+def test_auto_verifies_a_model_export_refuses_through_its_captured_graphs():
+    model, args = _model()
+    report = trtcheck.verify(model, args, backend="onnxruntime", settings=trtcheck.Settings(min_block_size=1))
+    assert isinstance(report, GraphBreakReport) and report.passed
+    text = str(report)
+    assert "torch.export could not trace Gated" in text and "frontend='auto'" in text, text
+    assert report.capture.breaks, text
+    assert all(brk.line.startswith("dynamo/test_graph_breaks.py:") for brk in report.capture.breaks), text
+    verified = [verdict for verdict in report.graphs if verdict.report is not None]
+    assert len(verified) >= 2 and all(verdict.report.passed for verdict in verified), text
+    assert all(len(verdict.graph.calls) == 4 for verdict in verified), text  # example, example again, two random sets
+    assert len(report.comparisons) == 4 and all(comparison.passed for comparison in report.comparisons)
+
+
+def test_export_frontend_still_refuses_it():
+    model, args = _model()
+    with pytest.raises(ExportRefusedError, match="torch.export could not trace Gated"):
+        trtcheck.verify(model, args, backend="onnxruntime", frontend="export")
+
+
+def test_a_bad_frontend_is_refused_before_anything_runs():
+    model, args = _model()
+    with pytest.raises(trtcheck.SettingsError, match="frontend='graph'"):
+        trtcheck.verify(model, args, frontend="graph")
+
+
+def test_a_wrong_converter_after_the_break_is_localized_to_its_line_and_its_repro_fails_alone(tmp_path):
+    model, args = _model()
+    with planted(torch.ops.aten.sigmoid.default, None, off_by(1.05)):
+        with pytest.raises(VerificationError) as failure:
+            trtcheck.verify(model, args, backend="onnxruntime", settings=trtcheck.Settings(min_block_size=1),
+                            report_dir=tmp_path, frontend="compile")
+        report = failure.value.report
+        assert isinstance(report, GraphBreakReport)
+        failed = [verdict for verdict in report.graphs if verdict.report is not None and not verdict.report.passed]
+        assert len(failed) == 1, str(report)
+        localization = failed[0].report.localization
+        assert localization is not None and localization.culprit is not None, str(report)
+        text = str(report)
+        assert "sigmoid" in str(localization.culprit) and "test_graph_breaks.py" in text, text
+        assert failed[0].report.repro is not None
+        assert run_repro(failed[0].report.repro) != 0  # the repro fails alone, the planted converter still registered
+    assert not all(comparison.passed for comparison in report.comparisons), text

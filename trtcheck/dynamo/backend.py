@@ -1,0 +1,88 @@
+"""The dynamo backend: each graph ``torch.compile`` captures, compiled by trtcheck's own pipeline.
+
+As Torch-TensorRT's ``backend="tensorrt"`` does, every captured graph is lowered to core ATen, partitioned, converted
+and stitched on its own (``compile_request``, with the model's one ``CompileRequest``), and the model runs under
+dynamo with those modules between its graph breaks. A graph trtcheck cannot compile at all (lowering refused) runs
+as dynamo gave it and is listed (``DynamoModule.failed``): a failed conversion falls back to PyTorch and is reported,
+the rule every segment follows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx
+
+from trtcheck.compiler.pipeline import compile_request
+from trtcheck.compiler.request import CompileRequest
+from trtcheck.dynamo.capture import DYNAMIC, CapturedGraph, frame_of, graph_break_of
+from trtcheck.errors import LoweringError
+from trtcheck.runtime.module import CompiledModule
+
+
+@dataclass
+class CompiledGraph:
+    """One captured graph as the backend compiled it: ``module`` (None when trtcheck could not, ``error`` says why)."""
+
+    captured: CapturedGraph
+    module: CompiledModule | None
+    error: str = ""
+
+
+class TrtcheckBackend:
+    """A ``torch.compile`` backend compiling every captured graph with ``request``; ``graphs`` lists them in the
+    order dynamo captured them (a recompile adds one)."""
+
+    def __init__(self, request: CompileRequest) -> None:
+        self.request = request
+        self.graphs: list[CompiledGraph] = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        captured = CapturedGraph(len(self.graphs), gm, frame_of(gm), graph_break_of(gm))
+        try:
+            module = compile_request(gm, tuple(example_inputs), self.request)
+        except LoweringError as error:  # the graph runs as captured; DynamoModule.failed reports it
+            self.graphs.append(CompiledGraph(captured, None, str(error).splitlines()[0]))
+            return gm.forward
+        self.graphs.append(CompiledGraph(captured, module))
+        return module
+
+
+class DynamoModule(torch.nn.Module):
+    """``model`` under ``torch.compile`` with trtcheck's backend: called like ``model``; ``graphs`` are the graphs
+    compiled so far (dynamo compiles on the first call, and again on a recompile)."""
+
+    def __init__(self, model: torch.nn.Module, request: CompileRequest, dynamic: bool | None = False) -> None:
+        super().__init__()
+        if dynamic not in DYNAMIC:
+            raise ValueError(f"dynamic={dynamic!r}: torch.compile's dynamic is False, True or None")
+        self.model = model
+        self.backend = TrtcheckBackend(request)
+        self.dynamic = dynamic
+        torch._dynamo.reset()  # a model compiled earlier in the process would keep its old backend's graphs
+        self._compiled = torch.compile(model, backend=self.backend, dynamic=dynamic)
+
+    @property
+    def graphs(self) -> list[CompiledGraph]:
+        return self.backend.graphs
+
+    @property
+    def failed(self) -> list[CompiledGraph]:
+        return [graph for graph in self.graphs if graph.module is None]
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self._compiled(*args, **kwargs)
+
+
+def compile_dynamo(model: torch.nn.Module, example_inputs: Sequence[Any], request: CompileRequest, *,
+                   example_kwargs: dict | None = None, dynamic: bool | None = False) -> DynamoModule:
+    """``model`` compiled as ``torch.compile(model, backend="tensorrt", dynamic=dynamic)`` deploys it, with trtcheck's
+    pipeline per graph: called once on the examples (under no_grad), so every graph of that path is compiled here.
+    Dynamo's caches are reset first (``DynamoModule``), so other models compiled in the process compile again."""
+    module = DynamoModule(model, request, dynamic)
+    with torch.no_grad():
+        module(*example_inputs, **dict(example_kwargs or {}))
+    return module

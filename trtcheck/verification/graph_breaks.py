@@ -1,0 +1,179 @@
+"""Verify a model as ``torch.compile(model, backend="tensorrt")`` deploys it: graph by graph, and whole.
+
+A model ``torch.export`` refuses (torchvision's detectors: box selection and NMS have data-dependent sizes) runs under
+dynamo as graphs with Python between them. Two checks, as dynamo's own accuracy minifier makes them:
+
+* **each captured graph** against eager on the inputs it was really called with (``capture`` records them on every
+  input set): ``verify``'s whole check (invariants, equivalence judged against float64, localization, repro) per
+  graph, so a wrong engine in a detector's backbone is found even where the model's outputs hide it (a random-weight
+  detector may keep no box at all);
+* **the whole model**: the deployed model (every graph compiled by trtcheck, under dynamo) against eager on the same
+  input sets, its detections matched first (``detections``): a detection only one side kept is on a cut (said as
+  such) or a failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from trtcheck.dynamo import Capture, CapturedGraph, DynamoModule, capture, compile_dynamo
+from trtcheck.dynamo.capture import detached_copy
+from trtcheck.errors import TrtcheckError, VerificationError
+from trtcheck.settings import Settings
+from trtcheck.text import plural
+from trtcheck.verification.detections import Matching, cuts_of, matched_outputs
+from trtcheck.verification.equivalence import Comparison
+from trtcheck.verification.inputs import cloned, draw_input_sets
+from trtcheck.verification.report import VerificationReport
+from trtcheck.verification.request import VerifyRequest
+from trtcheck.verification.state import restore_state, snapshot_state
+
+VerifyGraph = Callable[[torch.nn.Module, tuple, VerifyRequest], VerificationReport]
+"""``verify_request`` of one captured graph (passed in: it is the driver above this module)."""
+
+
+@dataclass
+class GraphVerdict:
+    """One captured graph's verification: its report, or why it was not verified (``skipped``: nothing to compile)."""
+
+    graph: CapturedGraph
+    report: VerificationReport | None = None
+    error: str = ""
+    skipped: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.skipped) or (self.report is not None and self.report.passed)
+
+
+@dataclass
+class GraphBreakReport:
+    """What ``verify`` found of a model verified through torch.compile: the capture (graphs, breaks, recompiles),
+    each graph's verdict, and the whole model's comparison per input set with its detection matching."""
+
+    name: str
+    settings: Settings
+    backend: str
+    capture: Capture
+    graphs: list[GraphVerdict] = field(default_factory=list)
+    comparisons: list[Comparison] = field(default_factory=list)
+    matchings: list[Matching] = field(default_factory=list)
+    failed_graphs: list[str] = field(default_factory=list)  # graphs the deployed model runs uncompiled, and why
+    notes: list[str] = field(default_factory=list)
+    frontend: str = "compile"
+
+    @property
+    def passed(self) -> bool:
+        return (all(graph.passed for graph in self.graphs) and all(c.passed for c in self.comparisons)
+                and all(matching.explained for matching in self.matchings) and not self.failed_graphs)
+
+    def checked(self) -> list[str]:
+        verified = [graph for graph in self.graphs if graph.report is not None]
+        lines = [f"{plural(len(verified), 'captured graph')} verified against eager on the inputs each was called with",
+                 f"the model under torch.compile compared with eager on {plural(len(self.comparisons), 'input set')}"]
+        matched = sum(matching.matched for matching in self.matchings)
+        if self.matchings and any(matching.matched or matching.one_sided for matching in self.matchings):
+            lines.append(f"{plural(matched, 'detection')} matched and judged")
+        return lines
+
+    def __str__(self) -> str:
+        status = "PASSED" if self.passed else "FAILED"
+        lines = [f"trtcheck verification of {self.name}: {status}",
+                 f"  frontend={self.frontend} (torch.compile) backend={self.backend} settings={self.settings}",
+                 *(f"  {line}" for line in self.capture.lines())]
+        lines += [f"  note: {note}" for note in self.notes]
+        lines += [f"  not compiled, runs as captured: {failed}" for failed in self.failed_graphs]
+        for verdict in self.graphs:
+            if verdict.skipped:
+                continue
+            if verdict.report is None:
+                lines.append(f"  {verdict.graph.name}: not verified: {verdict.error}")
+            elif not verdict.report.passed:
+                lines.append(f"  {verdict.graph.name}: FAILED")
+                lines += [f"    {line}" for line in str(verdict.report).splitlines()[1:]]
+            else:
+                lines.append(f"  {verdict.graph.name}: PASSED, {verdict.report.partition.summary()}")
+        for index, (comparison, matching) in enumerate(zip(self.comparisons, self.matchings)):
+            lines += [f"  input set {index}: {line}" for line in matching.lines()]
+            if not comparison.passed:
+                lines.append(f"  input set {index}: the model's outputs differ from eager")
+                lines += [f"    {line}" for line in str(comparison).splitlines()]
+        if self.passed:
+            lines += [f"  {line}" for line in self.checked()]
+        return "\n".join(lines)
+
+
+def verify_across_breaks(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any], request: VerifyRequest,
+                         verify_graph: VerifyGraph, *, dynamic: bool | None = False, note: str = "") -> GraphBreakReport:
+    """``model`` verified as torch.compile deploys it (module docstring); raises ``VerificationError`` on a failure."""
+    __tracebackhide__ = True
+    before = snapshot_state(model)
+    name = request.name or type(model).__name__
+    input_sets = draw_input_sets(args, request.inputs, request.num_inputs, request.seed)
+    try:
+        captured, _ = capture(model, input_sets, kwargs, dynamic=dynamic)
+        restore_state(model, before)
+        expected = _eager_outputs(model, input_sets, kwargs, before)
+        report = GraphBreakReport(name, request.settings, request.resolved_backend, captured, notes=[note] if note else [])
+        report.graphs = [_verified_graph(graph, request, name, verify_graph) for graph in captured.graphs]
+        restore_state(model, before)
+        deployed = compile_dynamo(model, cloned(args), request.compile_request, example_kwargs=dict(kwargs), dynamic=dynamic)
+        report.failed_graphs = [f"{graph.captured.name}: {graph.error}" for graph in deployed.failed]
+        _compare_whole(report, model, deployed, input_sets, kwargs, expected, request)
+    finally:
+        torch._dynamo.reset()
+        restore_state(model, before)
+    if not report.passed:
+        raise VerificationError(report)
+    return report
+
+
+def _verified_graph(graph: CapturedGraph, request: VerifyRequest, name: str, verify_graph: VerifyGraph) -> GraphVerdict:
+    """``graph`` verified on the inputs of its first call, then of every other call (distinct input sets)."""
+    if not graph.calls:
+        return GraphVerdict(graph, skipped="never called")
+    if not graph.compute_nodes:
+        return GraphVerdict(graph, skipped="no compute node")
+    first, *others = [inputs for _, inputs in graph.calls]
+    graph_request = dataclasses.replace(request, inputs=others or None, num_inputs=1 if not others else request.num_inputs,
+                                        name=f"{name} {graph.name}", lowered=None, dynamic_shapes=None, eager_cache=None)
+    try:
+        return GraphVerdict(graph, verify_graph(graph.graph_module, first, graph_request))
+    except VerificationError as error:
+        return GraphVerdict(graph, error.report)
+    except TrtcheckError as error:  # refused before a report exists (lowering): the graph runs uncompiled when deployed
+        return GraphVerdict(graph, error=f"{type(error).__name__}: {str(error).splitlines()[0]}")
+
+
+def _eager_outputs(model: torch.nn.Module, input_sets: list[tuple], kwargs: Mapping[str, Any],
+                   before: Mapping[str, torch.Tensor]) -> list[Any]:
+    """Eager's outputs on each input set, under no_grad, each call from the state the calls before it left."""
+    outputs = []
+    with torch.no_grad():
+        for input_set in input_sets:
+            outputs.append(detached_copy(model(*cloned(input_set), **cloned(dict(kwargs)))))
+    restore_state(model, before)
+    return outputs
+
+
+def _compare_whole(report: GraphBreakReport, model: torch.nn.Module, deployed: DynamoModule, input_sets: list[tuple],
+                   kwargs: Mapping[str, Any], expected: list[Any], request: VerifyRequest) -> None:
+    """The deployed model against eager (``expected``) per input set,
+    detections matched first; outputs without detections are judged by the request's judge in full."""
+    cuts = cuts_of(model)
+    for index, input_set in enumerate(input_sets):
+        with torch.no_grad():
+            actual = deployed(*cloned(input_set), **cloned(dict(kwargs)))
+        eager, compiled, matching = matched_outputs(expected[index], actual, cuts)
+        comparison = request.judge.compare(eager, compiled)
+        if not matching.matched and not matching.one_sided:  # no detections: the judge's float64 rule applies as in verify
+            why = request.judge.judge_call(comparison, model, input_set, kwargs, expected[index], actual)
+            if why:
+                report.notes.append(f"input set {index}: {why}; the tolerances decide")
+        report.comparisons.append(comparison)
+        report.matchings.append(matching)
