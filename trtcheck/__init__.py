@@ -20,13 +20,13 @@ __version__ = "0.1.0"
 
 _PUBLIC: dict[str, str] = {
     "lower": "trtcheck.lowering",
-    "partition": "trtcheck.partitioning",
+    "partition": "trtcheck.dynamo",
     "Partition": "trtcheck.partitioning",
     "Segment": "trtcheck.partitioning",
     "Target": "trtcheck.partitioning",
     "Reason": "trtcheck.partitioning",
     "ReasonKind": "trtcheck.partitioning",
-    "compile": "trtcheck.compiler",
+    "compile": "trtcheck.dynamo",
     "CompileTimes": "trtcheck.compiler",
     "CompiledModule": "trtcheck.runtime",
     "Profile": "trtcheck.runtime",

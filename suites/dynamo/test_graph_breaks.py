@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import trtcheck
+import trtcheck.dynamo
 from suites.verification.planted import off_by, planted, run_repro
 from trtcheck.errors import ExportRefusedError, VerificationError
 from trtcheck.verification.graph_breaks import GraphBreakReport
@@ -77,3 +78,28 @@ def test_a_wrong_converter_after_the_break_is_localized_to_its_line_and_its_repr
         assert failed[0].report.repro is not None
         assert run_repro(failed[0].report.repro) != 0  # the repro fails alone, the planted converter still registered
     assert not all(comparison.passed for comparison in report.comparisons), text
+
+
+def test_compile_and_partition_take_the_frontend_too():
+    model, args = _model()
+    with pytest.warns(trtcheck.dynamo.GraphBreakWarning, match="torch.export could not trace Gated"):
+        compiled = trtcheck.compile(model, args, trtcheck.Settings(min_block_size=1), backend="onnxruntime")
+    assert isinstance(compiled, trtcheck.dynamo.DynamoModule) and not compiled.failed
+    assert len(compiled.graphs) == 2 and all(isinstance(graph.module, trtcheck.CompiledModule) for graph in compiled.graphs)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(*args), model(*args))
+    with pytest.warns(trtcheck.dynamo.GraphBreakWarning):
+        partitions = trtcheck.partition(model, args, trtcheck.Settings(min_block_size=1))
+    assert [graph.index for graph, _ in partitions] == [0, 1]
+    assert all(isinstance(partition, trtcheck.Partition) and partition.segments for _, partition in partitions)
+    assert partitions[0][0].ended_by is not None and partitions[1][0].ended_by is None
+
+
+def test_a_model_export_takes_is_compiled_as_before(recwarn):
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
+    compiled = trtcheck.compile(model, (torch.rand(2, 4),), trtcheck.Settings(min_block_size=1), backend="onnxruntime")
+    assert isinstance(compiled, trtcheck.CompiledModule)
+    assert isinstance(trtcheck.partition(model, (torch.rand(2, 4),)), trtcheck.Partition)
+    assert not [warning for warning in recwarn if issubclass(warning.category, trtcheck.dynamo.GraphBreakWarning)]
+    with pytest.raises(trtcheck.SettingsError, match="frontend='compile'"):
+        trtcheck.compile(torch.export.export(model, (torch.rand(2, 4),)), frontend="compile")

@@ -125,12 +125,13 @@ def _preset_applies(call: Callable[..., Any]) -> Callable[..., Any]:
 @pytest.fixture
 def trtcheck_compile(trtcheck_settings: Any, trtcheck_config: TrtcheckOptions) -> Callable[..., Any]:
     """``trtcheck.compile`` with the current preset's settings and the session's backend."""
-    return _preset_applies(functools.partial(trtcheck.compile, settings=trtcheck_settings, backend=trtcheck_config.backend))
+    return _preset_applies(functools.partial(trtcheck.compile, settings=trtcheck_settings, backend=trtcheck_config.backend,
+                                             frontend=trtcheck_config.frontend))
 
 
 @pytest.fixture
 def trtcheck_verify(trtcheck_settings: Any, trtcheck_config: TrtcheckOptions, request: pytest.FixtureRequest) -> Callable[..., Any]:
-    """``trtcheck.verify`` with the current preset, backend, seed, ``--trtcheck-allow-fallbacks`` and
+    """``trtcheck.verify`` with the current preset, backend, seed, frontend, ``--trtcheck-allow-fallbacks`` and
     ``--trtcheck-localize-budget``; a failure writes a repro to the report dir, its message localizes a mismatch.
 
     A zoo model's presets share eager's outputs (``verify(eager_cache=)``): a zoo entry builds the same model every
@@ -150,6 +151,7 @@ def trtcheck_verify(trtcheck_settings: Any, trtcheck_config: TrtcheckOptions, re
             allow_fallbacks=trtcheck_config.allow_fallbacks,
             localize_budget=trtcheck_config.localize_budget,
             eager_cache=eager_cache,
+            frontend=trtcheck_config.frontend,
         )
         options.update(overrides)
         report = trtcheck.verify(model, example_inputs, **options)

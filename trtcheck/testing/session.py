@@ -36,6 +36,8 @@ OPTIONS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "examples": ("10", int, "random graphs per random-graph test (hypothesis max_examples)"),
     "report": ("trtcheck-report", str, "directory for failure repros and artifacts"),
     "seed": ("0", int, "seed of the random inputs used for equivalence"),
+    "frontend": ("auto", str, "how a model becomes graphs: auto (torch.export, and torch.compile's graphs where export "
+                 "refuses the model), export or compile (docs/graph-breaks.md)"),
 }
 ALLOW_FALLBACKS_HELP = (
     "let a TensorRT segment whose conversion or engine build failed run in PyTorch instead of failing the test "
@@ -66,6 +68,7 @@ class TrtcheckOptions:
     allow_fallbacks: bool = False
     localize_budget: float = 60.0
     precisions: tuple[str, ...] = ("fp32",)
+    frontend: str = "auto"
 
 
 
@@ -92,11 +95,11 @@ class TrtcheckSession:
 
     @staticmethod
     def record(node: pytest.Item, report: Any) -> None:
-        """Keep what a passing ``verify`` call (``report``, a ``VerificationReport``) checked on the test ``node``:
+        """Keep what a passing ``verify`` call (``report``, a ``VerificationReport`` or ``GraphBreakReport``) checked on the test ``node``:
         its ``checked()`` lines, and its worst max abs error and fallbacks for the run's last lines."""
         node.user_properties.append((CHECKED_PROPERTY, report.checked()))
         worst = max((output.max_abs for comparison in report.comparisons for output in comparison.outputs), default=0.0)
-        node.user_properties.append((FIGURES_PROPERTY, {"max_abs": worst, "fallbacks": len(report.partition.fallbacks)}))
+        node.user_properties.append((FIGURES_PROPERTY, {"max_abs": worst, "fallbacks": len(report.fallbacks())}))
 
     @staticmethod
     def checked(stats: Mapping[str, list[Any]]) -> list[tuple[str, list[str]]]:
@@ -179,6 +182,9 @@ def _resolved_options(config: pytest.Config) -> TrtcheckOptions:
             resolve_backend(backend)
         except BackendError as error:
             raise pytest.UsageError(f"--trtcheck-backend: {error}") from None
+    frontend = _option(config, "frontend")
+    if frontend not in ("auto", "export", "compile"):
+        raise pytest.UsageError(f"--trtcheck-frontend: {frontend!r}; choose from auto, export, compile")
     report = Path(_option(config, "report"))
     return TrtcheckOptions(
         enabled=enabled,
@@ -191,6 +197,7 @@ def _resolved_options(config: pytest.Config) -> TrtcheckOptions:
         allow_fallbacks=_allow_fallbacks(config),
         localize_budget=_localize_budget(config),
         precisions=precisions,
+        frontend=frontend,
     )
 
 

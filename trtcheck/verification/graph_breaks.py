@@ -72,6 +72,11 @@ class GraphBreakReport:
         return (all(graph.passed for graph in self.graphs) and all(c.passed for c in self.comparisons)
                 and all(matching.explained for matching in self.matchings) and not self.failed_graphs)
 
+    def fallbacks(self) -> list[str]:
+        """Every captured graph's fallen-back segments, and the graphs the deployed model runs uncompiled."""
+        return [f"{verdict.graph.name}: {line}" for verdict in self.graphs if verdict.report is not None
+                for line in verdict.report.fallbacks()] + list(self.failed_graphs)
+
     def checked(self) -> list[str]:
         verified = [graph for graph in self.graphs if graph.report is not None]
         lines = [f"{plural(len(verified), 'captured graph')} verified against eager on the inputs each was called with",

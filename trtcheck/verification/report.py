@@ -50,6 +50,10 @@ class VerificationReport:
     def passed(self) -> bool:
         return not self.violations and all(c.passed for c in self.comparisons)
 
+    def fallbacks(self) -> list[str]:
+        """The TensorRT segments that fell back to PyTorch, and why (``Partition.fallbacks``)."""
+        return list(self.partition.fallbacks)
+
     def checked(self) -> list[str]:
         """What was compared, one line each: the input sets, per output its worst error and cosine over them, and
         each engine. A bare "PASSED" said nothing of what it had checked; ``str()`` of a passing report ends with

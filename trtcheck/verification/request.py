@@ -22,16 +22,13 @@ from typing import Any
 import torch.fx
 
 from trtcheck.compiler.request import CompileRequest
+from trtcheck.dynamo.frontend import check_frontend
 from trtcheck.errors import ArgumentTypeError, SettingsError
 from trtcheck.partitioning.decisions import Support, support_check_of
 from trtcheck.settings import Settings
 from trtcheck.verification.eager_cache import EagerCache
 from trtcheck.verification.inputs import InputSet, check_input_sets
 from trtcheck.verification.judge import Judge
-
-FRONTENDS = ("auto", "export", "compile")
-"""How a model becomes graphs: ``export`` (one graph, ``torch.export``), ``compile`` (dynamo's graphs between graph
-breaks, as ``torch.compile(backend="tensorrt")`` deploys a model), ``auto`` (export, and compile where export refuses)."""
 
 
 @dataclass(frozen=True, eq=False)  # eq: inputs hold tensors, which == compares elementwise
@@ -46,7 +43,7 @@ class VerifyRequest:
     request is judged by (``verification.judge``: made from the settings' precision, ``rtol``, ``atol`` and
     ``reference``). ``check_fix``: a failing fp16/bf16 verify checks the ``fp32_nodes`` its report prints by verifying
     once more with them (``fix_unchecked``: the fix printed unchecked, as the check's own verify prints it).
-    ``frontend`` (``FRONTENDS``) and ``dynamic`` (torch.compile's, for the ``compile`` frontend): how the model
+    ``frontend`` (``dynamo.FRONTENDS``) and ``dynamic`` (torch.compile's, for the ``compile`` frontend): how the model
     becomes graphs (``graph_breaks``).
     """
 
@@ -102,12 +99,7 @@ class VerifyRequest:
         if self.lowered is not None and not isinstance(self.lowered, torch.fx.GraphModule):
             raise ArgumentTypeError(f"verify(lowered={self.lowered!r}): the torch.fx.GraphModule trtcheck.lower(model, "
                             "example_inputs) returned, or None to lower the model here")
-        if self.frontend not in FRONTENDS:
-            raise SettingsError(f"verify(frontend={self.frontend!r}): one of {', '.join(map(repr, FRONTENDS))} ('auto': torch.export, "
-                                "and torch.compile's graphs only where export refuses the model)")
-        if self.dynamic not in (False, True, None):
-            raise SettingsError(f"verify(dynamic={self.dynamic!r}): torch.compile's dynamic, False (static: a new size "
-                                "recompiles), True or None (frontend='compile' only)")
+        check_frontend(self.frontend, self.dynamic, "verify")
         support_check_of(self.support)  # the partitioner's own rule for what ``support`` may be: it raises TypeError
         if self.inputs is not None:
             check_input_sets(self.inputs)

@@ -25,8 +25,9 @@ import torch.fx
 from torch.utils._pytree import tree_flatten
 
 from trtcheck.compiler.pipeline import compile_request
+from trtcheck.dynamo.frontend import through_compile
 from trtcheck.engines import describe_backend
-from trtcheck.errors import ExportRefusedError, SettingsError, VerificationError
+from trtcheck.errors import ExportRefusedError, VerificationError
 from trtcheck.lowering.export import Source, source_of
 from trtcheck.lowering.quantized import eager_quantizers
 from trtcheck.partitioning.decisions import Support
@@ -146,10 +147,7 @@ def verify_request(
     before = snapshot_state(eager)
     cache = request.eager_cache if request.eager_cache is not None else EagerCache()
     cache.bind(eager, before)
-    if request.frontend == "compile":
-        if isinstance(source.lowerable, torch.export.ExportedProgram):
-            raise SettingsError("verify(frontend='compile') of an ExportedProgram: it is one exported graph already; "
-                                "pass the nn.Module to verify it through torch.compile, or frontend='export'")
+    if through_compile(source.lowerable, request.frontend, "verify"):
         return verify_across_breaks(eager, args, kwargs, request, _verified_graph, dynamic=request.dynamic)
     with eager_quantizers(eager):  # NVFP4 quantizers ModelOpt runs only with CUDA compute TensorRT's arithmetic here
         try:
