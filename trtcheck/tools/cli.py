@@ -87,7 +87,18 @@ def _partition(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     loaded = _load(args.model)
-    result = trtcheck.partition(_graph_or_model(loaded), loaded.example_inputs, settings, example_kwargs=loaded.example_kwargs)
+    result = trtcheck.partition(_graph_or_model(loaded), loaded.example_inputs, settings, example_kwargs=loaded.example_kwargs,
+                                frontend=args.frontend)
+    if isinstance(result, list):  # torch.compile's graphs (frontend compile, or auto where export refused)
+        if args.html:
+            raise TrtcheckError(f"--html draws one partitioned graph; {loaded.name} is {len(result)} graphs torch.compile "
+                                "captured between graph breaks. Drop --html (each graph's partition is printed)")
+        for captured, graph_partition in result:
+            ended = f"; ended by a graph break at {captured.ended_by}" if captured.ended_by else ""
+            print(f"{captured.name}{ended}")
+            print(graph_partition if args.graphs else graph_partition.summary())
+            print(graph_partition.explain() if args.explain else graph_partition.explain_summary())
+        return 0
     print(result if args.graphs else result.summary())
     print(result.explain() if args.explain else result.explain_summary())
     if args.html:
@@ -119,6 +130,7 @@ def _verify(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 report_dir=args.report_dir,
                 name=loaded.name,
+                frontend=args.frontend,
             )
     except trtcheck.VerificationError as failure:
         print(failure.report)
@@ -327,6 +339,11 @@ def _settings_parser() -> argparse.ArgumentParser:
     return parser
 
 
+FRONTEND_CHOICES = ("auto", "export", "compile")
+FRONTEND_HELP = ("how the model becomes graphs: auto (torch.export, and torch.compile's graphs where export refuses the "
+                 "model), export, or compile (docs/graph-breaks.md)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trtcheck", description=(trtcheck.__doc__ or "").splitlines()[0])
     parser.add_argument("--version", action="version", version=f"trtcheck {trtcheck.__version__}")
@@ -340,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print every segment's graph (the printout of Torch-TensorRT's partitioning design)")
     part.add_argument("--explain", action="store_true", help="print where each node runs and why, after the summary")
     part.add_argument("--html", metavar="FILE", help="write a self-contained HTML page drawing the partitioned graph")
+    part.add_argument("--frontend", choices=FRONTEND_CHOICES, default="auto", help=FRONTEND_HELP)
     part.set_defaults(run=_partition)
 
     ver = commands.add_parser(
@@ -351,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--num-inputs", type=int, default=3, metavar="N", help="input sets: the example, then N-1 random ones")
     ver.add_argument("--seed", type=int, default=0, help="seed of the random input sets")
     ver.add_argument("--report-dir", metavar="DIR", help="write a standalone repro here when verification fails")
+    ver.add_argument("--frontend", choices=FRONTEND_CHOICES, default="auto", help=FRONTEND_HELP)
     ver.set_defaults(run=_verify)
 
     red = commands.add_parser(
