@@ -103,3 +103,22 @@ def test_a_model_export_takes_is_compiled_as_before(recwarn):
     assert not [warning for warning in recwarn if issubclass(warning.category, trtcheck.dynamo.GraphBreakWarning)]
     with pytest.raises(trtcheck.SettingsError, match="frontend='compile'"):
         trtcheck.compile(torch.export.export(model, (torch.rand(2, 4),)), frontend="compile")
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_new_input_size_recompiles_or_reuses_and_both_paths_are_verified(dynamic):
+    """``dynamic=False`` (Torch-TensorRT's advice): a new batch size recompiles every graph; ``dynamic=True``: dynamo
+    keeps one symbolic graph, which trtcheck compiles once per size it is called at. Either way each size is verified."""
+    model, args = _model()
+    other = [(torch.rand(3, 8),), (torch.rand(5, 8),)]
+    report = trtcheck.verify(model, args, backend="onnxruntime", settings=trtcheck.Settings(min_block_size=1),
+                             frontend="compile", dynamic=dynamic, inputs=other)
+    assert report.passed, str(report)
+    sizes = {tuple(call[1][-1].shape) for graph in report.capture.graphs for call in graph.calls}
+    assert {(2, 8), (3, 8), (5, 8)} <= sizes, str(report)
+    if dynamic:
+        assert report.capture.recompiles <= 1, str(report)  # the first call is static, the next one symbolic (dynamic=True: none)
+        assert any("at sizes" in verdict.report.name for verdict in report.graphs if verdict.report is not None), str(report)
+    else:
+        assert report.capture.recompiles >= 2, str(report)  # each graph again at a new size
+    assert len(report.comparisons) == 4 and all(comparison.passed for comparison in report.comparisons)

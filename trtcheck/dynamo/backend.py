@@ -10,7 +10,7 @@ the rule every segment follows.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -25,11 +25,54 @@ from trtcheck.runtime.module import CompiledModule
 
 @dataclass
 class CompiledGraph:
-    """One captured graph as the backend compiled it: ``module`` (None when trtcheck could not, ``error`` says why)."""
+    """One captured graph as the backend compiled it: ``module`` (None when trtcheck could not, ``error`` says why).
+    A graph with symbolic sizes (``dynamic=True``) is compiled once per size it is called at: ``sizes`` holds each
+    compiled module by the sizes of its inputs, ``module`` the first."""
 
     captured: CapturedGraph
     module: CompiledModule | None
     error: str = ""
+    sizes: dict[tuple, CompiledModule] = field(default_factory=dict)
+
+
+def sizes_of(args: Sequence[Any]) -> tuple:
+    """What a graph's static compilation depends on: each Tensor input's shape, each int's value."""
+    return tuple(tuple(arg.shape) if isinstance(arg, torch.Tensor) else arg for arg in args)
+
+
+def symbolic(gm: torch.fx.GraphModule) -> bool:
+    """Whether dynamo gave ``gm`` symbolic sizes (``dynamic=True``, or ``None`` after a recompile): a SymInt input,
+    or a Tensor input with a symbolic dimension."""
+    for node in gm.graph.nodes:
+        value = node.meta.get("example_value") if node.op == "placeholder" else None
+        if isinstance(value, torch.SymInt) or (isinstance(value, torch.Tensor) and any(
+                isinstance(size, torch.SymInt) for size in value.shape)):
+            return True
+    return False
+
+
+class PerSize:
+    """A graph with symbolic sizes, compiled statically per size it is called at (a new size compiles new engines,
+    where TensorRT would take one engine with a shape range: ``graph.sizes`` says how many). Exporting dynamo's
+    symbolic graph with ``dynamic_shapes`` fails in torch 2.14 (export's guard function reads dynamo's frame), so
+    the sizes are made concrete before export."""
+
+    def __init__(self, graph: CompiledGraph, request: CompileRequest) -> None:
+        self.graph, self.request = graph, request
+
+    def __call__(self, *args: Any) -> Any:
+        """The graph at ``args``' sizes, compiled on its first call at them: compiling inside dynamo's own compile of
+        the frame (the backend call) fails for a symbolic graph (export reads dynamo's frame), so it waits for a call.
+        A size that cannot be lowered runs as captured (``graph.error`` says why, ``DynamoModule.failed`` lists it)."""
+        key = sizes_of(args)
+        if key not in self.graph.sizes:
+            try:
+                self.graph.sizes[key] = compile_request(self.graph.captured.graph_module, tuple(args), self.request)
+            except LoweringError as error:
+                self.graph.error = str(error).splitlines()[0]
+                return self.graph.captured.graph_module.forward(*args)
+            self.graph.module = self.graph.module or self.graph.sizes[key]
+        return self.graph.sizes[key](*args)
 
 
 class TrtcheckBackend:
@@ -42,6 +85,10 @@ class TrtcheckBackend:
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         captured = CapturedGraph(len(self.graphs), gm, frame_of(gm), graph_break_of(gm))
+        if symbolic(gm):
+            graph = CompiledGraph(captured, None)
+            self.graphs.append(graph)
+            return PerSize(graph, self.request)
         try:
             module = compile_request(gm, tuple(example_inputs), self.request)
         except LoweringError as error:  # the graph runs as captured; DynamoModule.failed reports it
@@ -71,7 +118,7 @@ class DynamoModule(torch.nn.Module):
 
     @property
     def failed(self) -> list[CompiledGraph]:
-        return [graph for graph in self.graphs if graph.module is None]
+        return [graph for graph in self.graphs if graph.error]
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self._compiled(*args, **kwargs)

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from trtcheck.dynamo import Capture, CapturedGraph, DynamoModule, capture, compile_dynamo
+from trtcheck.dynamo.backend import sizes_of
 from trtcheck.dynamo.capture import detached_copy
 from trtcheck.errors import TrtcheckError, VerificationError
 from trtcheck.settings import Settings
@@ -125,7 +126,7 @@ def verify_across_breaks(model: torch.nn.Module, args: tuple, kwargs: Mapping[st
         restore_state(model, before)
         expected = _eager_outputs(model, input_sets, kwargs, before)
         report = GraphBreakReport(name, request.settings, request.resolved_backend, captured, notes=[note] if note else [])
-        report.graphs = [_verified_graph(graph, request, name, verify_graph) for graph in captured.graphs]
+        report.graphs = [verdict for graph in captured.graphs for verdict in _verified_graphs(graph, request, name, verify_graph)]
         restore_state(model, before)
         deployed = compile_dynamo(model, cloned(args), request.compile_request, example_kwargs=dict(kwargs), dynamic=dynamic)
         report.failed_graphs = [f"{graph.captured.name}: {graph.error}" for graph in deployed.failed]
@@ -138,21 +139,29 @@ def verify_across_breaks(model: torch.nn.Module, args: tuple, kwargs: Mapping[st
     return report
 
 
-def _verified_graph(graph: CapturedGraph, request: VerifyRequest, name: str, verify_graph: VerifyGraph) -> GraphVerdict:
-    """``graph`` verified on the inputs of its first call, then of every other call (distinct input sets)."""
+def _verified_graphs(graph: CapturedGraph, request: VerifyRequest, name: str, verify_graph: VerifyGraph) -> list[GraphVerdict]:
+    """``graph`` verified on the inputs of its first call, then of every other call at the same sizes; a graph with
+    symbolic sizes (``dynamic=True``) called at several sizes is verified once per size, as it is compiled."""
     if not graph.calls:
-        return GraphVerdict(graph, skipped="never called")
+        return [GraphVerdict(graph, skipped="never called")]
     if not graph.compute_nodes:
-        return GraphVerdict(graph, skipped="no compute node")
-    first, *others = [inputs for _, inputs in graph.calls]
-    graph_request = dataclasses.replace(request, inputs=others or None, num_inputs=1 if not others else request.num_inputs,
-                                        name=f"{name} {graph.name}", lowered=None, dynamic_shapes=None, eager_cache=None)
-    try:
-        return GraphVerdict(graph, verify_graph(graph.graph_module, first, graph_request))
-    except VerificationError as error:
-        return GraphVerdict(graph, error.report)
-    except TrtcheckError as error:  # refused before a report exists (lowering): the graph runs uncompiled when deployed
-        return GraphVerdict(graph, error=f"{type(error).__name__}: {str(error).splitlines()[0]}")
+        return [GraphVerdict(graph, skipped="no compute node")]
+    by_size: dict[tuple, list[tuple]] = {}
+    for _, inputs in graph.calls:
+        by_size.setdefault(sizes_of(inputs), []).append(inputs)
+    verdicts = []
+    for sizes, calls in by_size.items():
+        first, *others = calls
+        label = f"{name} {graph.name}" + (f" at sizes {list(sizes)}" if len(by_size) > 1 else "")
+        graph_request = dataclasses.replace(request, inputs=others or None, num_inputs=1 if not others else request.num_inputs,
+                                            name=label, lowered=None, dynamic_shapes=None, eager_cache=None)
+        try:
+            verdicts.append(GraphVerdict(graph, verify_graph(graph.graph_module, first, graph_request)))
+        except VerificationError as error:
+            verdicts.append(GraphVerdict(graph, error.report))
+        except TrtcheckError as error:  # refused before a report exists (lowering): the graph runs uncompiled when deployed
+            verdicts.append(GraphVerdict(graph, error=f"{type(error).__name__}: {str(error).splitlines()[0]}"))
+    return verdicts
 
 
 def _eager_outputs(model: torch.nn.Module, input_sets: list[tuple], kwargs: Mapping[str, Any],
