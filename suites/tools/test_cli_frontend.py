@@ -54,3 +54,11 @@ def test_partition_prints_each_captured_graph(gated, capsys):
     out = capsys.readouterr().out
     assert "gated.py:12 in forward); ended by a graph break at " in out and "gated.py:13 in forward" in out, out
     assert "graph 1 (" in out, out
+
+
+def test_compare_reports_each_captured_graph_beside_its_segments(gated, capsys):
+    assert main(["compare", f"{gated}:build", "--min-block-size", "1", "--partitioners", "dependency_aware"]) == 0
+    out = capsys.readouterr().out
+    assert "torch.export could not trace Gated" in out and "comparing torch.compile's graphs instead" in out, out
+    assert "ended by a graph break at " in out and "gated.py:13 in forward" in out, out
+    assert "gated.py:build graph 0" in out and "gated.py:build graph 1" in out and "dependency_aware" in out, out

@@ -36,7 +36,7 @@ from typing import Any
 
 import trtcheck
 from trtcheck.atomic import atomic_write
-from trtcheck.errors import ReproWriteWarning, TrtcheckError
+from trtcheck.errors import ExportRefusedError, ReproWriteWarning, TrtcheckError
 from trtcheck.settings import AUTOCAST_POLICIES, PRECISIONS, SEGMENTATIONS, Settings
 
 MODEL_HELP = (
@@ -275,12 +275,38 @@ def _compare(args: argparse.Namespace) -> int:
     settings = _settings(args)
     loaded = _load(args.model)
     eager = None if loaded.is_program else loaded.model_or_program
+    if eager is not None and args.frontend != "export":
+        graphs = _captured_graphs(eager, loaded, args.frontend)
+        if graphs is not None:  # torch.compile's graphs: one table per graph, headed by the graph break that ended it
+            for captured, graph_module, inputs in graphs:
+                ended = f"; ended by a graph break at {captured.ended_by}" if captured.ended_by else ""
+                print(f"{captured.name}{ended}")
+                rows = compare.compare(graph_module, flat_inputs(graph_module, inputs, {}), settings,
+                                       name=f"{loaded.name} graph {captured.index}", partitioners=partitioners)
+                print(compare.format_rows(rows))
+            return 0
     graph_module = _graph_or_model(loaded) if loaded.is_program else trtcheck.lower(eager, loaded.example_inputs, loaded.example_kwargs)
     flat = flat_inputs(graph_module, loaded.example_inputs, loaded.example_kwargs)
     forced = resolve_modules(settings.torch_executed_modules, graph_module.graph, eager)
     rows = compare.compare(graph_module, flat, settings, name=loaded.name, partitioners=partitioners, forced_modules=forced)
     print(compare.format_rows(rows))  # each row's note is in its last column: not printed again below
     return 0
+
+
+def _captured_graphs(eager: Any, loaded: Any, frontend: str) -> list[tuple[Any, Any, tuple]] | None:
+    """torch.compile's graphs of ``eager`` (with compute nodes), each lowered on the inputs of its first call, where
+    ``frontend`` asks for them (``compile``, or ``auto`` when torch.export refuses the model); None otherwise."""
+    from trtcheck.dynamo import capture  # deferred: it imports torch
+
+    if frontend == "auto":
+        try:
+            trtcheck.lower(eager, loaded.example_inputs, loaded.example_kwargs)
+            return None
+        except ExportRefusedError as error:
+            print(f"{str(error).splitlines()[0]}; comparing torch.compile's graphs instead (--frontend auto)")
+    captured, _ = capture(eager, [tuple(loaded.example_inputs)], loaded.example_kwargs)
+    return [(graph, trtcheck.lower(graph.graph_module, graph.calls[0][1]), graph.calls[0][1])
+            for graph in captured.graphs if graph.calls and graph.compute_nodes]
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -413,6 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--random", type=int, default=0, metavar="N", help="without MODEL: also N random graphs")
     cmp.add_argument("--seed", type=int, default=0, help="seed of the first random graph")
     cmp.add_argument("--quiet", action="store_true", help="print the tallies only, not a line per graph")
+    cmp.add_argument("--frontend", choices=FRONTEND_CHOICES, default="auto", help=FRONTEND_HELP + "; with MODEL only")
     cmp.set_defaults(run=_compare)
 
     rep = commands.add_parser("report", parents=[common], help="Markdown/HTML report and plots from pytest-benchmark JSON files")

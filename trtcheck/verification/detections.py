@@ -194,3 +194,27 @@ def matched_outputs(expected: Any, actual: Any, cuts: Cuts) -> tuple[Any, Any, M
 
     e, a = walk(expected, actual)
     return e, a, matching
+
+
+def aligned_reference(matched: Any, reference: Any) -> Any | None:
+    """``reference`` (the model's outputs in float64) with each detection dict cut down to, and ordered as, the
+    detections of ``matched`` (eager's, as ``matched_outputs`` left them), so the judge compares each detection with
+    its own float64 values; None when float64 did not keep one of them (a detection on a cut in float64 too)."""
+    missing = False
+
+    def walk(e: Any, r: Any) -> Any:
+        nonlocal missing
+        if is_detections(e) and is_detections(r):
+            pairs, only_e, _ = _pairs(e, r)
+            missing = missing or bool(only_e)
+            order = dict(pairs)
+            keys = set(_per_detection(e)) & set(_per_detection(r))
+            return _taken(r, [order[i] for i in range(len(e["boxes"])) if i in order], keys)
+        if isinstance(e, (list, tuple)) and isinstance(r, (list, tuple)) and len(e) == len(r):
+            return _like(e, [walk(x, y) for x, y in zip(e, r)])
+        if isinstance(e, dict) and isinstance(r, dict) and e.keys() == r.keys():
+            return {key: walk(e[key], r[key]) for key in e}
+        return r
+
+    walked = walk(matched, reference)
+    return None if missing else walked
