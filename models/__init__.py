@@ -8,7 +8,8 @@
 
 Importing the package registers the torchvision models, the hand-written models and, where ``transformers``
 is installed (the ``hf`` extra), the tiny Hugging Face models; where ``nvidia-modelopt`` is (the ``quant`` extra), the
-quantized models, which only a pattern naming them selects (``names("quantized_*")``);
+quantized models, which only a pattern naming them selects (``names("quantized_*")``); torchvision's detectors
+(``detection_models``: torch.export refuses them, verified through torch.compile), one of them by default;
 ``models.register`` adds more (say, a user's own model) under a new name.
 """
 
@@ -23,14 +24,18 @@ from .control_flow_models import CONTROL_FLOW_ZOO  # isort: skip
 from .user_models import USER_ZOO  # isort: skip
 from .hf_models import HF_UNAVAILABLE, HF_ZOO  # isort: skip
 from .quantized_models import QUANTIZED_UNAVAILABLE, QUANTIZED_ZOO, base_model  # isort: skip
+from .detection_models import DETECTION_DEFAULT, DETECTION_ZOO  # isort: skip
 
 # Every built-in entry, torchvision first. Filter by tag to skip the slow ones: names(exclude_tags=["heavy"]).
-DEFAULT_ZOO: tuple[str, ...] = TORCHVISION_ZOO + FALLBACK_ZOO + CORRECTNESS_ZOO + DYNAMIC_ZOO + CONTROL_FLOW_ZOO + USER_ZOO + HF_ZOO
+DEFAULT_ZOO: tuple[str, ...] = (TORCHVISION_ZOO + FALLBACK_ZOO + CORRECTNESS_ZOO + DYNAMIC_ZOO + CONTROL_FLOW_ZOO + USER_ZOO + HF_ZOO
+                                + DETECTION_DEFAULT)
 
 __all__ = [
     "CONTROL_FLOW_ZOO",
     "CORRECTNESS_ZOO",
     "DEFAULT_ZOO",
+    "DETECTION_DEFAULT",
+    "DETECTION_ZOO",
     "DYNAMIC_ZOO",
     "FALLBACK_ZOO",
     "HF_UNAVAILABLE",

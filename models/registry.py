@@ -90,9 +90,9 @@ def get(name: str) -> ZooEntry:
         raise KeyError(f"no zoo entry named {name!r}{hint}") from None
 
 
-OPT_IN: frozenset[str] = frozenset({"quantized"})
+OPT_IN: frozenset[str] = frozenset({"quantized", "detection_heavy"})
 """Tags of entries that "every model" (no pattern, or ``"*"``) leaves out: slow to verify, they are selected by a
-pattern or a tag that names them (``"quantized_*"``, ``tags=["quantized"]``)."""
+pattern or a tag that names them (``"quantized_*"``, ``"detection_*"``, ``tags=["quantized"]``)."""
 
 
 def names(pattern: str | None = None, *, tags: Iterable[str] = (), exclude_tags: Iterable[str] = ()) -> list[str]:

@@ -78,6 +78,7 @@ def test_a_wrong_converter_after_the_break_is_localized_to_its_line_and_its_repr
         assert failed[0].report.repro is not None
         assert run_repro(failed[0].report.repro) != 0  # the repro fails alone, the planted converter still registered
     assert not all(comparison.passed for comparison in report.comparisons), text
+    assert any("on the deployed run's own inputs, 1 graph differs from eager: graph 1 (" in note for note in report.notes), text
 
 
 def test_compile_and_partition_take_the_frontend_too():

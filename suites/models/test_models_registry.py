@@ -21,7 +21,7 @@ def _tiny_factory():
 
 
 def test_default_zoo_covers_every_builtin_entry():
-    assert len(models.DEFAULT_ZOO) == len(set(models.DEFAULT_ZOO)) == 52
+    assert len(models.DEFAULT_ZOO) == len(set(models.DEFAULT_ZOO)) == 53
     assert models.names() == list(models.DEFAULT_ZOO)
     assert models.DEFAULT_ZOO[:2] == ("resnet18", "resnet50")
 

@@ -9,7 +9,8 @@ the rule every segment follows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,7 @@ import torch.fx
 
 from trtcheck.compiler.pipeline import compile_request
 from trtcheck.compiler.request import CompileRequest
-from trtcheck.dynamo.capture import DYNAMIC, CapturedGraph, frame_of, graph_break_of
+from trtcheck.dynamo.capture import DYNAMIC, CapturedGraph, detached_copy, frame_of, graph_break_of
 from trtcheck.errors import LoweringError
 from trtcheck.runtime.module import CompiledModule
 
@@ -82,20 +83,38 @@ class TrtcheckBackend:
     def __init__(self, request: CompileRequest) -> None:
         self.request = request
         self.graphs: list[CompiledGraph] = []
+        self.calls: list[tuple[CompiledGraph, tuple, Any]] | None = None
+        """While a list (``recording``): every call of a compiled graph, ``(graph, inputs, outputs)``, detached."""
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         captured = CapturedGraph(len(self.graphs), gm, frame_of(gm), graph_break_of(gm))
         if symbolic(gm):
             graph = CompiledGraph(captured, None)
-            self.graphs.append(graph)
-            return PerSize(graph, self.request)
+            run: Callable[..., Any] = PerSize(graph, self.request)
+        else:
+            try:
+                graph = CompiledGraph(captured, compile_request(gm, tuple(example_inputs), self.request))
+                run = graph.module
+            except LoweringError as error:  # the graph runs as captured; DynamoModule.failed reports it
+                graph, run = CompiledGraph(captured, None, str(error).splitlines()[0]), gm.forward
+        self.graphs.append(graph)
+
+        def call(*args: Any) -> Any:
+            outputs = run(*args)
+            if self.calls is not None:
+                self.calls.append((graph, detached_copy(args), detached_copy(outputs)))
+            return outputs
+
+        return call
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[list[tuple[CompiledGraph, tuple, Any]]]:
+        """Every call of a compiled graph while active: what the deployed model's graphs got and gave."""
+        self.calls = []
         try:
-            module = compile_request(gm, tuple(example_inputs), self.request)
-        except LoweringError as error:  # the graph runs as captured; DynamoModule.failed reports it
-            self.graphs.append(CompiledGraph(captured, None, str(error).splitlines()[0]))
-            return gm.forward
-        self.graphs.append(CompiledGraph(captured, module))
-        return module
+            yield self.calls
+        finally:
+            self.calls = None
 
 
 class DynamoModule(torch.nn.Module):

@@ -196,25 +196,29 @@ def matched_outputs(expected: Any, actual: Any, cuts: Cuts) -> tuple[Any, Any, M
     return e, a, matching
 
 
-def aligned_reference(matched: Any, reference: Any) -> Any | None:
-    """``reference`` (the model's outputs in float64) with each detection dict cut down to, and ordered as, the
-    detections of ``matched`` (eager's, as ``matched_outputs`` left them), so the judge compares each detection with
-    its own float64 values; None when float64 did not keep one of them (a detection on a cut in float64 too)."""
-    missing = False
+def aligned_with_reference(eager: Any, compiled: Any, reference: Any) -> tuple[Any, Any, Any, int]:
+    """``eager`` and ``compiled`` (as ``matched_outputs`` left them: pair by pair) and ``reference`` (the model's
+    outputs in float64), each detection dict cut down to the detections float64 kept too, in eager's order, so the
+    judge compares each detection with its own float64 values; and how many matched detections float64 did not keep
+    (each on a cut in float64 itself: a rounding decides whether it exists, so its values are not judged)."""
+    dropped = 0
 
-    def walk(e: Any, r: Any) -> Any:
-        nonlocal missing
-        if is_detections(e) and is_detections(r):
+    def walk(e: Any, a: Any, r: Any) -> tuple[Any, Any, Any]:
+        nonlocal dropped
+        if is_detections(e) and is_detections(a) and is_detections(r):
             pairs, only_e, _ = _pairs(e, r)
-            missing = missing or bool(only_e)
-            order = dict(pairs)
-            keys = set(_per_detection(e)) & set(_per_detection(r))
-            return _taken(r, [order[i] for i in range(len(e["boxes"])) if i in order], keys)
-        if isinstance(e, (list, tuple)) and isinstance(r, (list, tuple)) and len(e) == len(r):
-            return _like(e, [walk(x, y) for x, y in zip(e, r)])
-        if isinstance(e, dict) and isinstance(r, dict) and e.keys() == r.keys():
-            return {key: walk(e[key], r[key]) for key in e}
-        return r
+            dropped += len(only_e)
+            kept = sorted(pairs)
+            keys = set(_per_detection(e)) & set(_per_detection(a)) & set(_per_detection(r))
+            return (_taken(e, [i for i, _ in kept], keys), _taken(a, [i for i, _ in kept], keys),
+                    _taken(r, [k for _, k in kept], keys))
+        if all(isinstance(x, (list, tuple)) for x in (e, a, r)) and len(e) == len(a) == len(r):
+            walked = [walk(x, y, z) for x, y, z in zip(e, a, r)]
+            return tuple(_like(seq, [item[n] for item in walked]) for n, seq in enumerate((e, a, r)))  # type: ignore[return-value]
+        if all(isinstance(x, dict) for x in (e, a, r)) and e.keys() == a.keys() == r.keys():
+            walked = {key: walk(e[key], a[key], r[key]) for key in e}
+            return tuple({key: item[n] for key, item in walked.items()} for n in range(3))  # type: ignore[return-value]
+        return e, a, r
 
-    walked = walk(matched, reference)
-    return None if missing else walked
+    e, a, r = walk(eager, compiled, reference)
+    return e, a, r, dropped
