@@ -25,6 +25,10 @@ from .registry import ZooEntry, make_nontrivial, register, seeded
 
 __all__ = ["DETECTION_DEFAULT", "DETECTION_ZOO"]
 
+CALIBRATION_BATCH = 8
+"""Images the backbone's batch norms are calibrated on (``make_nontrivial``): at 5 x 5 at the deepest level, two
+images left channels with almost no variance, whose normalization amplified rounding a hundredfold."""
+
 # zoo name -> (torchvision builder, image size, builder keywords besides the common ones, opt-in)
 _SPECS: dict[str, tuple[str, int, dict[str, Any], bool]] = {
     "detection_fasterrcnn_mobilenet_v3_320": ("fasterrcnn_mobilenet_v3_large_320_fpn", 160, {}, False),
@@ -41,15 +45,24 @@ def _build(builder: str, size: int, extra: dict[str, Any]) -> tuple[nn.Module, t
     if not builder.startswith("ssd"):  # SSD resizes to its own fixed size
         keywords.update(min_size=size, max_size=size)
     model = torchvision.models.get_model(builder, **keywords)
-    make_nontrivial(model.backbone, (torch.randn(2, 3, size, size),))
+    make_nontrivial(model.backbone, (torch.randn(CALIBRATION_BATCH, 3, size, size),))
     return model.eval(), ([torch.rand(3, size, size)],)
+
+
+def _images(size: int) -> list[tuple[Any, ...]]:
+    """Two more input sets of images, values in [0, 1] as a detector takes them (its transform normalizes them with
+    ImageNet's mean and deviation): ``verify``'s random sets are drawn from a normal distribution, whose values a
+    detector never sees, and where its backbone's clamps (Hardsigmoid at 600) decide more than rounding does."""
+    generator = torch.Generator().manual_seed(1)
+    return [([torch.rand(3, size, size, generator=generator)],) for _ in range(2)]
 
 
 def _register() -> tuple[str, ...]:
     names = []
     for name, (builder, size, extra, opt_in) in _SPECS.items():
         tags = {"detection"} | ({"detection_heavy"} if opt_in else set())
-        register(ZooEntry(name, seeded()(functools.partial(_build, builder, size, extra)), tags=frozenset(tags)))
+        register(ZooEntry(name, seeded()(functools.partial(_build, builder, size, extra)), tags=frozenset(tags),
+                          input_sets=functools.partial(_images, size)))
         names.append(name)
     return tuple(names)
 

@@ -10,6 +10,7 @@ the rule every segment follows.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,17 @@ class PerSize:
         return self.graph.sizes[key](*args)
 
 
+@dataclass
+class GraphCall:
+    """One call of a compiled graph in a recorded run: its inputs and outputs (detached copies; empty when the
+    recording kept only times) and the seconds it took."""
+
+    graph: CompiledGraph
+    inputs: tuple
+    outputs: Any
+    seconds: float
+
+
 class TrtcheckBackend:
     """A ``torch.compile`` backend compiling every captured graph with ``request``; ``graphs`` lists them in the
     order dynamo captured them (a recompile adds one)."""
@@ -83,8 +95,9 @@ class TrtcheckBackend:
     def __init__(self, request: CompileRequest) -> None:
         self.request = request
         self.graphs: list[CompiledGraph] = []
-        self.calls: list[tuple[CompiledGraph, tuple, Any]] | None = None
-        """While a list (``recording``): every call of a compiled graph, ``(graph, inputs, outputs)``, detached."""
+        self.calls: list[GraphCall] | None = None
+        """While a list (``recording``): every call of a compiled graph."""
+        self._copies = True
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         captured = CapturedGraph(len(self.graphs), gm, frame_of(gm), graph_break_of(gm))
@@ -100,17 +113,22 @@ class TrtcheckBackend:
         self.graphs.append(graph)
 
         def call(*args: Any) -> Any:
+            if self.calls is None:
+                return run(*args)
+            start = time.perf_counter()
             outputs = run(*args)
-            if self.calls is not None:
-                self.calls.append((graph, detached_copy(args), detached_copy(outputs)))
+            seconds = time.perf_counter() - start
+            copies = (detached_copy(args), detached_copy(outputs)) if self._copies else ((), None)
+            self.calls.append(GraphCall(graph, *copies, seconds))
             return outputs
 
         return call
 
     @contextlib.contextmanager
-    def recording(self) -> Iterator[list[tuple[CompiledGraph, tuple, Any]]]:
-        """Every call of a compiled graph while active: what the deployed model's graphs got and gave."""
-        self.calls = []
+    def recording(self, copies: bool = True) -> Iterator[list[GraphCall]]:
+        """Every call of a compiled graph while active: what the deployed model's graphs got and gave (``copies``
+        False: only how long each took, for timing)."""
+        self.calls, self._copies = [], copies
         try:
             yield self.calls
         finally:

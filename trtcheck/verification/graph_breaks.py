@@ -210,7 +210,8 @@ def _composed(comparison: Comparison, deployed: DynamoModule, input_set: tuple, 
     with deployed.backend.recording() as calls, torch.no_grad():
         deployed(*cloned(input_set), **cloned(dict(kwargs)))
     failing = []
-    for graph, args, outputs in calls:
+    for call in calls:
+        graph, args, outputs = call.graph, call.inputs, call.outputs
         module = graph.captured.graph_module
         with torch.no_grad():
             expected = detached_copy(module(*cloned(args)))
