@@ -123,3 +123,14 @@ def test_a_new_input_size_recompiles_or_reuses_and_both_paths_are_verified(dynam
     else:
         assert report.capture.recompiles >= 2, str(report)  # each graph again at a new size
     assert len(report.comparisons) == 4 and all(comparison.passed for comparison in report.comparisons)
+
+
+def test_a_frame_at_dynamos_recompile_limit_is_reported():
+    """Past ``recompile_limit`` dynamo runs a frame in eager, silently: deployed, that part is not accelerated."""
+    model, args = _model()
+    sizes = [(torch.rand(batch, 8),) for batch in range(3, 3 + torch._dynamo.config.recompile_limit)]
+    captured, _ = trtcheck.dynamo.capture(model, [args, *sizes])
+    assert captured.at_recompile_limit(), "\n".join(captured.lines())
+    assert "recompile_limit" in "\n".join(captured.lines())
+    few, _ = trtcheck.dynamo.capture(model, [args, (torch.rand(3, 8),)])
+    assert not few.at_recompile_limit()

@@ -79,10 +79,22 @@ class Capture:
         frames = [graph.frame for graph in self.graphs]
         return len(frames) - len(set(frames)) if self.dynamic is not None else 0
 
+    def at_recompile_limit(self) -> list[str]:
+        """Frames captured as often as dynamo allows (``torch._dynamo.config.recompile_limit``): past it, dynamo runs
+        the frame in eager PyTorch, silently, so a deployed model stops being accelerated there."""
+        limit = torch._dynamo.config.recompile_limit
+        counts: dict[str, int] = {}
+        for graph in self.graphs:
+            counts[graph.frame] = counts.get(graph.frame, 0) + 1
+        return [frame for frame, count in counts.items() if count >= limit]
+
     def lines(self) -> list[str]:
         """The capture as a report prints it: each graph with its size and the break that ended it."""
         lines = [f"{len(self.graphs)} graph(s) captured by torch.compile (dynamic={self.dynamic}), {len(self.breaks)} graph "
                  f"break(s), {self.recompiles} recompile(s)"]
+        lines += [f"  {frame}: captured {torch._dynamo.config.recompile_limit} times, dynamo's recompile_limit: past it the "
+                  "frame runs in eager PyTorch (data-dependent sizes under dynamic=False: try dynamic=None or True)"
+                  for frame in self.at_recompile_limit()]
         for graph in self.graphs:
             ended = f"; ended by a graph break at {graph.ended_by}" if graph.ended_by else ""
             lines.append(f"  {graph.name}: {graph.compute_nodes} node(s), called {len(graph.calls)} time(s){ended}")
