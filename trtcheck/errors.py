@@ -28,7 +28,12 @@ class UnknownSettingError(SettingsError, TypeError):
 
 class UnmatchedOpError(SettingsError):
     """An op of ``torch_executed_ops`` matches no node of the lowered graph: it would force nothing. (The pytest
-    plugin's presets are generic, so there it means "this preset does not apply to this model".)"""
+    plugin's presets are generic, so there it means "this preset does not apply to this model".) ``unmatched``: the
+    entries, as written, so that a model in several graphs (torch.compile's) can ask it of the model as a whole."""
+
+    def __init__(self, message: str, unmatched: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.unmatched = tuple(unmatched)
 
 
 class ArgumentTypeError(SettingsError, TypeError):

@@ -12,6 +12,7 @@ import torch
 
 import trtcheck
 import trtcheck.dynamo
+import trtcheck.errors
 from suites.verification.planted import off_by, planted, run_repro
 from trtcheck.errors import ExportRefusedError, VerificationError
 from trtcheck.verification.graph_breaks import GraphBreakReport
@@ -134,3 +135,16 @@ def test_a_frame_at_dynamos_recompile_limit_is_reported():
     assert "recompile_limit" in "\n".join(captured.lines())
     few, _ = trtcheck.dynamo.capture(model, [args, (torch.rand(3, 8),)])
     assert not few.at_recompile_limit()
+
+
+def test_torch_executed_ops_are_asked_of_the_model_not_of_each_graph():
+    """``aten::sigmoid`` is in the graph after the break only: that graph runs it in PyTorch, the graph before is
+    compiled as it is; an op no graph calls is the model's ``UnmatchedOpError`` (the matrix skips such a preset)."""
+    model, args = _model()
+    settings = trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::sigmoid"])
+    report = trtcheck.verify(model, args, settings, backend="onnxruntime", frontend="compile")
+    forced = [verdict.report.partition for verdict in report.graphs if verdict.report is not None]
+    assert [any("sigmoid" in str(node.target) for segment in partition.segments_of(trtcheck.Target.TORCH)
+                for node in segment.nodes) for partition in forced] == [False, True], str(report)
+    with pytest.raises(trtcheck.errors.UnmatchedOpError, match="'aten::tanh' matches no node of any graph"):
+        trtcheck.verify(model, args, trtcheck.Settings(torch_executed_ops=["aten::tanh"]), backend="onnxruntime", frontend="compile")

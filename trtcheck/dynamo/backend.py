@@ -10,6 +10,7 @@ the rule every segment follows.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ import torch.fx
 from trtcheck.compiler.pipeline import compile_request
 from trtcheck.compiler.request import CompileRequest
 from trtcheck.dynamo.capture import DYNAMIC, CapturedGraph, detached_copy, frame_of, graph_break_of
-from trtcheck.errors import LoweringError
+from trtcheck.errors import LoweringError, UnmatchedOpError
 from trtcheck.runtime.module import CompiledModule
 
 
@@ -35,6 +36,40 @@ class CompiledGraph:
     module: CompiledModule | None
     error: str = ""
     sizes: dict[tuple, CompiledModule] = field(default_factory=dict)
+
+
+def without_unmatched_ops(request: CompileRequest, unmatched: Sequence[str]) -> CompileRequest:
+    """``request`` forcing only the ``torch_executed_ops`` one captured graph calls: a model in several graphs is
+    asked for each op as a whole (``graph_breaks``, ``compile_graph``), never each graph for every op."""
+    kept = [op for op in request.settings.torch_executed_ops if op not in unmatched]
+    return dataclasses.replace(request, settings=dataclasses.replace(request.settings, torch_executed_ops=kept))
+
+
+def compile_graph(gm: torch.fx.GraphModule, args: Sequence[Any], request: CompileRequest,
+                  unmatched: list[tuple[str, ...]] | None = None) -> CompiledModule:
+    """One captured graph compiled with ``request``, the ``torch_executed_ops`` it does not call left out (and
+    appended to ``unmatched``, one entry per graph: ``check_ops_matched`` asks the model as a whole)."""
+    try:
+        module = compile_request(gm, tuple(args), request)
+    except UnmatchedOpError as error:
+        module = compile_request(gm, tuple(args), without_unmatched_ops(request, error.unmatched))
+        missed = error.unmatched
+    else:
+        missed = ()
+    if unmatched is not None:
+        unmatched.append(missed)
+    return module
+
+
+def check_ops_matched(request: CompileRequest, unmatched: Sequence[tuple[str, ...]]) -> None:
+    """The ``torch_executed_ops`` no captured graph calls (each graph's ``unmatched``) would force nothing: an
+    ``UnmatchedOpError`` for the model, as one exported graph gets."""
+    if not unmatched:
+        return
+    nowhere = [op for op in request.settings.torch_executed_ops if all(op in missed for missed in unmatched)]
+    if nowhere:
+        raise UnmatchedOpError(f"torch_executed_ops: {', '.join(map(repr, nowhere))} matches no node of any graph torch.compile "
+                               "captured: the model does not call it, so it would force nothing. Remove it", tuple(nowhere))
 
 
 def sizes_of(args: Sequence[Any]) -> tuple:
@@ -59,8 +94,8 @@ class PerSize:
     symbolic graph with ``dynamic_shapes`` fails in torch 2.14 (export's guard function reads dynamo's frame), so
     the sizes are made concrete before export."""
 
-    def __init__(self, graph: CompiledGraph, request: CompileRequest) -> None:
-        self.graph, self.request = graph, request
+    def __init__(self, graph: CompiledGraph, request: CompileRequest, unmatched: list[tuple[str, ...]]) -> None:
+        self.graph, self.request, self.unmatched = graph, request, unmatched
 
     def __call__(self, *args: Any) -> Any:
         """The graph at ``args``' sizes, compiled on its first call at them: compiling inside dynamo's own compile of
@@ -69,7 +104,7 @@ class PerSize:
         key = sizes_of(args)
         if key not in self.graph.sizes:
             try:
-                self.graph.sizes[key] = compile_request(self.graph.captured.graph_module, tuple(args), self.request)
+                self.graph.sizes[key] = compile_graph(self.graph.captured.graph_module, args, self.request, self.unmatched)
             except LoweringError as error:
                 self.graph.error = str(error).splitlines()[0]
                 return self.graph.captured.graph_module.forward(*args)
@@ -95,6 +130,7 @@ class TrtcheckBackend:
     def __init__(self, request: CompileRequest) -> None:
         self.request = request
         self.graphs: list[CompiledGraph] = []
+        self.unmatched: list[tuple[str, ...]] = []  # per compiled graph, the torch_executed_ops it does not call
         self.calls: list[GraphCall] | None = None
         """While a list (``recording``): every call of a compiled graph."""
         self._copies = True
@@ -103,10 +139,10 @@ class TrtcheckBackend:
         captured = CapturedGraph(len(self.graphs), gm, frame_of(gm), graph_break_of(gm))
         if symbolic(gm):
             graph = CompiledGraph(captured, None)
-            run: Callable[..., Any] = PerSize(graph, self.request)
+            run: Callable[..., Any] = PerSize(graph, self.request, self.unmatched)
         else:
             try:
-                graph = CompiledGraph(captured, compile_request(gm, tuple(example_inputs), self.request))
+                graph = CompiledGraph(captured, compile_graph(gm, example_inputs, self.request, self.unmatched))
                 run = graph.module
             except LoweringError as error:  # the graph runs as captured; DynamoModule.failed reports it
                 graph, run = CompiledGraph(captured, None, str(error).splitlines()[0]), gm.forward
@@ -169,4 +205,5 @@ def compile_dynamo(model: torch.nn.Module, example_inputs: Sequence[Any], reques
     module = DynamoModule(model, request, dynamic)
     with torch.no_grad():
         module(*example_inputs, **dict(example_kwargs or {}))
+    check_ops_matched(request, module.backend.unmatched)
     return module

@@ -107,7 +107,8 @@ def _check_forced_ops_matched(result: Partition) -> None:
         shown = ", ".join(ops[:20]) + (", ..." if len(ops) > 20 else "")
         raise UnmatchedOpError(
             f"torch_executed_ops: {', '.join(map(repr, unmatched))} matches no node of the lowered graph: the model "
-            f"does not call it, so it would force nothing. Remove it, or name one of the graph's ops: {shown}"
+            f"does not call it, so it would force nothing. Remove it, or name one of the graph's ops: {shown}",
+            tuple(unmatched),
         )
 
 

@@ -22,9 +22,9 @@ from typing import Any
 import torch
 
 from trtcheck.dynamo import Capture, CapturedGraph, DynamoModule, capture, compile_dynamo
-from trtcheck.dynamo.backend import sizes_of
+from trtcheck.dynamo.backend import sizes_of, without_unmatched_ops
 from trtcheck.dynamo.capture import detached_copy
-from trtcheck.errors import TrtcheckError, VerificationError
+from trtcheck.errors import TrtcheckError, UnmatchedOpError, VerificationError
 from trtcheck.settings import Settings
 from trtcheck.text import plural
 from trtcheck.verification.detections import Matching, aligned_with_reference, cuts_of, matched_outputs
@@ -157,7 +157,12 @@ def _verified_graphs(graph: CapturedGraph, request: VerifyRequest, name: str, ve
         graph_request = dataclasses.replace(request, inputs=others or None, num_inputs=1 if not others else request.num_inputs,
                                             name=label, lowered=None, dynamic_shapes=None, eager_cache=None)
         try:
-            verdicts.append(GraphVerdict(graph, verify_graph(graph.graph_module, first, graph_request)))
+            try:
+                verdicts.append(GraphVerdict(graph, verify_graph(graph.graph_module, first, graph_request)))
+            except UnmatchedOpError as error:  # an op this graph does not call: the model is asked as a whole (deploying it)
+                narrowed = without_unmatched_ops(graph_request.compile_request, error.unmatched).settings
+                verdicts.append(GraphVerdict(graph, verify_graph(graph.graph_module, first,
+                                                                 dataclasses.replace(graph_request, settings=narrowed))))
         except VerificationError as error:
             verdicts.append(GraphVerdict(graph, error.report))
         except TrtcheckError as error:  # refused before a report exists (lowering): the graph runs uncompiled when deployed
