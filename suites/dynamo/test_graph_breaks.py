@@ -148,3 +148,20 @@ def test_torch_executed_ops_are_asked_of_the_model_not_of_each_graph():
                 for node in segment.nodes) for partition in forced] == [False, True], str(report)
     with pytest.raises(trtcheck.errors.UnmatchedOpError, match="'aten::tanh' matches no node of any graph"):
         trtcheck.verify(model, args, trtcheck.Settings(torch_executed_ops=["aten::tanh"]), backend="onnxruntime", frontend="compile")
+
+
+def test_a_captured_graphs_repro_folder_reduces_to_the_wrong_op(tmp_path):
+    """``trtcheck reduce`` works inside a captured graph: its repro folder is a graph of its own, and reduces to the
+    planted op (the planted converter still registered, as the folder's own converters would be)."""
+    from trtcheck.verification.reduce import load_repro, reduce_model
+
+    model, args = _model()
+    with planted(torch.ops.aten.sigmoid.default, None, off_by(1.05)):
+        with pytest.raises(VerificationError) as failure:
+            trtcheck.verify(model, args, backend="onnxruntime", settings=trtcheck.Settings(min_block_size=1),
+                            report_dir=tmp_path / "report", frontend="compile", localize_budget=0)
+        (failed,) = [v for v in failure.value.report.graphs if v.report is not None and not v.report.passed]
+        case = load_repro(failed.report.repro)
+        reduction = reduce_model(case.model, case.example_inputs, case.settings, backend="onnxruntime",
+                                 inputs=case.input_sets, out_dir=tmp_path / "reduced")
+    assert reduction.failed and "sigmoid" in str(reduction), str(reduction)
