@@ -123,6 +123,8 @@ def test_a_new_input_size_recompiles_or_reuses_and_both_paths_are_verified(dynam
         assert any("at sizes" in verdict.report.name for verdict in report.graphs if verdict.report is not None), str(report)
     else:
         assert report.capture.recompiles >= 2, str(report)  # each graph again at a new size
+        assert any("size mismatch at index 0. expected 2, actual 3" in failure for failure in report.capture.guard_failures), str(report)
+        assert "recompiled: forward (dynamo/test_graph_breaks.py:" in str(report), str(report)
     assert len(report.comparisons) == 4 and all(comparison.passed for comparison in report.comparisons)
 
 

@@ -69,6 +69,8 @@ class Capture:
 
     graphs: list[CapturedGraph]
     dynamic: bool | None
+    guard_failures: list[str] = field(default_factory=list)
+    """Why each recompile happened: ``function (file:line): the guard that failed`` (dynamo's ``guard_failures``)."""
 
     @property
     def breaks(self) -> list[GraphBreak]:
@@ -92,6 +94,7 @@ class Capture:
         """The capture as a report prints it: each graph with its size and the break that ended it."""
         lines = [f"{len(self.graphs)} graph(s) captured by torch.compile (dynamic={self.dynamic}), {len(self.breaks)} graph "
                  f"break(s), {self.recompiles} recompile(s)"]
+        lines += [f"  recompiled: {failure}" for failure in self.guard_failures]
         lines += [f"  {frame}: captured {torch._dynamo.config.recompile_limit} times, dynamo's recompile_limit: past it the "
                   "frame runs in eager PyTorch (data-dependent sizes under dynamic=False: try dynamic=None or True)"
                   for frame in self.at_recompile_limit()]
@@ -177,4 +180,12 @@ def capture(model: torch.nn.Module, input_sets: Sequence[tuple], kwargs: Mapping
         for index, input_set in enumerate(input_sets):
             current[0] = index
             outputs.append(detached_copy(compiled(*input_set, **dict(kwargs or {}))))
-    return Capture(graphs, dynamic), outputs
+        failures = guard_failures()
+    return Capture(graphs, dynamic, failures), outputs
+
+
+def guard_failures() -> list[str]:
+    """Every guard failure dynamo recorded since its last reset (``torch._dynamo.utils.guard_failures``), as
+    ``function (file:line): reason``: why a frame was captured again."""
+    return [f"{code.co_name} ({_short(code.co_filename)}:{code.co_firstlineno}): {reason}"
+            for code, reasons in torch._dynamo.utils.guard_failures.items() for reason in reasons]
