@@ -32,8 +32,9 @@ images left channels with almost no variance, whose normalization amplified roun
 # zoo name -> (torchvision builder, image size, builder keywords besides the common ones, opt-in)
 _SPECS: dict[str, tuple[str, int, dict[str, Any], bool]] = {
     "detection_fasterrcnn_mobilenet_v3_320": ("fasterrcnn_mobilenet_v3_large_320_fpn", 160, {}, False),
-    "detection_retinanet": ("retinanet_resnet50_fpn", 128, {}, True),
-    "detection_fcos": ("fcos_resnet50_fpn", 128, {}, True),
+    # a fresh RetinaNet or FCOS scores about its prior, 0.01, below the default 0.05: no box would reach the outputs
+    "detection_retinanet": ("retinanet_resnet50_fpn", 128, {"score_thresh": 0.005}, True),
+    "detection_fcos": ("fcos_resnet50_fpn", 128, {"score_thresh": 0.005}, True),
     "detection_maskrcnn": ("maskrcnn_resnet50_fpn", 128, {}, True),
     "detection_keypointrcnn": ("keypointrcnn_resnet50_fpn", 128, {"num_classes": 2, "num_keypoints": 5}, True),
     "detection_ssdlite320": ("ssdlite320_mobilenet_v3_large", 320, {}, True),

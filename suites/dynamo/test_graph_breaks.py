@@ -167,3 +167,13 @@ def test_a_captured_graphs_repro_folder_reduces_to_the_wrong_op(tmp_path):
         reduction = reduce_model(case.model, case.example_inputs, case.settings, backend="onnxruntime",
                                  inputs=case.input_sets, out_dir=tmp_path / "reduced")
     assert reduction.failed and "sigmoid" in str(reduction), str(reduction)
+
+
+def test_exports_refusal_prints_nothing_and_keeps_its_partial_graph_for_verbose(capfd):
+    """torch.export prints a refused model's partial graph to stderr (30 lines for this model, twice under ``auto``):
+    it goes on the error's ``torch_log`` (``trtcheck ... --verbose``), the refusal saying what failed and where."""
+    model, args = _model()
+    with pytest.raises(ExportRefusedError) as refusal:
+        trtcheck.lower(model, args)
+    assert "def forward" not in capfd.readouterr().err
+    assert "def forward" in refusal.value.torch_log

@@ -8,6 +8,8 @@ already ATen is taken as it is, and only its missing metadata is filled in.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import operator
 import os
@@ -198,7 +200,9 @@ def _export(
 ) -> torch.fx.GraphModule:
     if dynamic_shapes is not None:  # before export, whose IndexError or UserError would read as the model's fault
         check_dynamic_shapes(model, args, kwargs, dynamic_shapes)
-    with TorchLog() as log:
+    # torch.export prints a refused model's partial graph to stderr itself (``partial_fx_graph``, ~30 lines for a
+    # two-Linear model): held with the log, for ``--verbose``, as the refusal already says what failed and where.
+    with TorchLog() as log, contextlib.redirect_stderr(io.StringIO()) as printed:
         try:
             with quantized_export(model):  # a ModelOpt-quantized model exports as Torch-TensorRT exports it
                 program = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
@@ -210,9 +214,10 @@ def _export(
         try:  # a forward that runs autograd is traced with make_fx: export's log of its refusal is then moot
             return _export_refused(model, args, kwargs, dynamic_shapes, keep, refused)
         except LoweringError as error:
-            error.torch_log = log.text()
+            error.torch_log = "\n".join(filter(None, [log.text(), printed.getvalue().strip()]))
             raise
     log.replay()
+    sys.stderr.write(printed.getvalue())
     gm = _module_of(_decompose(program, type(model).__name__, keep))
     if dynamic_shapes is not None:
         gm.meta[DIM_NAMES] = dim_names_of(gm, model, args, kwargs, dynamic_shapes)
