@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         line = [name]
         if not args.skip_verify:
             start = time.perf_counter()
-            report = trtcheck.verify(model, inputs, backend="onnxruntime")
+            entry = zoo.get(name)
+            report = trtcheck.verify(model, inputs, backend="onnxruntime", inputs=entry.input_sets() if entry.input_sets else None)
             line.append(f"verify {time.perf_counter() - start:.1f} s ({len(report.capture.graphs)} graphs, "
                         f"{len(report.capture.breaks)} breaks)")
         start = time.perf_counter()
