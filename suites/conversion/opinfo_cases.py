@@ -346,7 +346,8 @@ def run_alone(prepared: Prepared) -> SampleResult:
 def _compile(model: torch.nn.Module, tensors: tuple[torch.Tensor, ...]) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return trtcheck.compile(model, _clone(tensors), settings=trtcheck.Settings(min_block_size=1), backend="onnxruntime")
+        return trtcheck.compile(model, _clone(tensors), settings=trtcheck.Settings(min_block_size=1), backend="onnxruntime",
+                                frontend="export")  # the converters, one op each: never torch.compile's graphs
 
 
 def _compute_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
