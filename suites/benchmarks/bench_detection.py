@@ -19,29 +19,17 @@ import argparse
 import statistics
 import time
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
 import trtcheck
 import trtcheck_zoo as zoo
+from suites.benchmarks.bench_quantized import median_call
 from trtcheck.benchmarking import flush_denormals
 from trtcheck.dynamo.capture import fresh_dynamo
 
 DEFAULT_MODELS = "detection_fasterrcnn_mobilenet_v3_320"
-
-
-def median_call(module: Callable[..., Any], inputs: tuple, calls: int) -> float:
-    """The median seconds of ``calls`` calls of ``module(*inputs)``, after two untimed ones."""
-    times = []
-    with torch.no_grad():
-        for index in range(calls + 2):
-            start = time.perf_counter()
-            module(*inputs)
-            if index >= 2:
-                times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def inside_graphs(deployed: Any, inputs: tuple, calls: int) -> float:

@@ -8,24 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from suites.dynamo.gated_source import GATED_MODEL
 from suites.testing.downstream import ONNXRUNTIME, run_pytest
 
-GATED_TEST = '''
-import torch
-
-
-class Gated(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.stem = torch.nn.Linear(8, 16)
-        self.head = torch.nn.Linear(16, 4)
-
-    def forward(self, x):
-        y = torch.relu(self.stem(x))
-        if y.mean() > 0.1:
-            y = y * 2.0
-        return torch.sigmoid(self.head(y))
-
+GATED_TEST = GATED_MODEL + '''
 
 def test_gated(trtcheck_verify):
     torch.manual_seed(0)

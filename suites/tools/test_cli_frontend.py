@@ -6,24 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from suites.dynamo.gated_source import GATED_MODEL
 from trtcheck.tools.cli import main
 
-GATED = '''
-import torch
-
-
-class Gated(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.stem = torch.nn.Linear(8, 16)
-        self.head = torch.nn.Linear(16, 4)
-
-    def forward(self, x):
-        y = torch.relu(self.stem(x))
-        if y.mean() > 0.1:
-            y = y * 2.0
-        return torch.sigmoid(self.head(y))
-
+GATED = GATED_MODEL + '''
 
 def build():
     torch.manual_seed(0)
