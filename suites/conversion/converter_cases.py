@@ -354,6 +354,20 @@ case("avg_pool2d-exclude-pad", A.avg_pool2d.default,
 case("avg_pool2d-stride-default", A.avg_pool2d.default, lambda x: A.avg_pool2d.default(x, [2, 2]),
      lambda: (randn(2, 3, 6, 4),))
 case("avg_pool3d", A.avg_pool3d.default, lambda x: A.avg_pool3d.default(x, [2, 2, 2]), lambda: (randn(1, 2, 4, 4, 6),))
+case("avg_pool2d-ceil", A.avg_pool2d.default,  # timm's resnet10t: a last window PyTorch keeps, divided by what it covers
+     lambda x: A.avg_pool2d.default(x, [3, 3], [2, 2], [0, 0], True), lambda: (randn(1, 2, 8, 10),))
+case("avg_pool2d-ceil-pad-include", A.avg_pool2d.default,
+     lambda x: A.avg_pool2d.default(x, [3, 2], [2, 2], [1, 1], True, True), lambda: (randn(2, 3, 6, 7),))
+case("avg_pool2d-ceil-pad-exclude", A.avg_pool2d.default,
+     lambda x: A.avg_pool2d.default(x, [3, 2], [2, 2], [1, 1], True, False), lambda: (randn(2, 3, 6, 7),))
+case("avg_pool2d-ceil-same-size", A.avg_pool2d.default,  # ceil_mode that changes nothing
+     lambda x: A.avg_pool2d.default(x, [2, 2], [2, 2], [0, 0], True), lambda: (randn(1, 2, 6, 4),))
+case("avg_pool3d-ceil-pad-exclude", A.avg_pool3d.default,
+     lambda x: A.avg_pool3d.default(x, [2, 3, 2], [2, 2, 3], [1, 1, 0], True, False), lambda: (randn(1, 2, 5, 6, 7),))
+case("_adaptive_avg_pool3d-not-a-multiple", A._adaptive_avg_pool3d.default,
+     lambda x: A._adaptive_avg_pool3d.default(x, [2, 3, 4]), lambda: (randn(2, 3, 5, 7, 6),))
+case("_adaptive_avg_pool3d-unbatched-larger-output", A._adaptive_avg_pool3d.default,
+     lambda x: A._adaptive_avg_pool3d.default(x, [3, 4, 2]), lambda: (randn(3, 2, 3, 5),))
 case("_native_batch_norm_legit.no_stats", A._native_batch_norm_legit.no_stats,  # F.batch_norm on batch statistics
      lambda x, w, b: A._native_batch_norm_legit.no_stats(x, w, b, True, 0.3, 1e-3)[0], lambda: (randn(3, 4, 5, 2), randn(4), randn(4)))
 case("_native_batch_norm_legit.no_stats-no-affine-2d", A._native_batch_norm_legit.no_stats,

@@ -132,8 +132,6 @@ def test_dynamic_shapes_are_rejected() -> None:
          A.native_layer_norm.default),
         (lambda x: A.avg_pool2d.default(x, [2, 2], [2, 2], [0, 0], False, True, 3), (torch.randn(1, 1, 4, 4),),
          A.avg_pool2d.default),
-        (lambda x: A._adaptive_avg_pool3d.default(x, [3, 3, 3]), (torch.randn(1, 1, 4, 4, 4),),
-         A._adaptive_avg_pool3d.default),  # 2-D converts any sizes (averaging matrices); 3-D only multiples
         (lambda x: A.max_pool2d.default(x, [2, 2], [1, 1], [0, 0], [2, 2]), (torch.randn(1, 1, 6, 6),),
          A.max_pool2d.default),
         # A bool mask: its count of True elements (the output's size) is known only at run time.
@@ -154,7 +152,7 @@ def test_dynamic_shapes_are_rejected() -> None:
         (lambda x, s: A.slice_scatter.default(x, s, 0, 0, 1),
          (torch.ones(3, dtype=torch.bool), torch.ones(1, dtype=torch.bool)), A.slice_scatter.default),
     ],
-    ids=["maxpool-indices", "layernorm-mean", "avgpool-divisor", "adaptive-3d-not-divisible", "maxpool-dilation",
+    ids=["maxpool-indices", "layernorm-mean", "avgpool-divisor", "maxpool-dilation",
          "index-bool-mask", "mm-int", "gelu-int", "softmax-half-to-float", "int8",
          "bool-add", "negative-reflection-pad", "dropout-train", "to-copy-device", "split-empty-piece",
          "pad-bool", "slice-scatter-bool"],

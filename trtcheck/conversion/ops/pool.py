@@ -5,13 +5,14 @@ right padding), so max pooling instead pads the end explicitly to the output siz
 max pooling ignores padding, which makes this exact.
 
 All are ``dynamic``: batch and channel sizes never matter, and spatial sizes may be symbolic except where
-the converter needs them: ``ceil_mode=True`` (the end padding depends on the size) and adaptive pooling to
-an output other than 1x1 (its kernel is input size / output size; in 2-D, sizes no multiple of the output's
+the converter needs them: ``ceil_mode=True`` (the end padding and average pooling's divisors depend on the size) and adaptive
+pooling to an output other than 1x1 (its kernel is input size / output size; sizes no multiple of the output's
 pool with constant averaging matrices). Those refuse, naming the dim.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -119,23 +120,34 @@ def _floor_output(n: int, k: int, s: int, p: int) -> int:
 
 
 def _avg_pool_ok(args: BoundArgs) -> bool | Refusal:
-    """No divisor_override; ceil_mode only where it does not change the output size."""
+    """No divisor_override; ceil_mode on static spatial sizes (its divisors depend on them)."""
     verdict = _pool_ok(args)
     if not verdict:
         return verdict
     if args.divisor_override is not None:
         return refuse(f"divisor_override {args.divisor_override} has no ONNX AveragePool equivalent")
-    if not args.ceil_mode:  # the output size is ONNX's floor-mode one
-        return True
-    dynamic = _ceil_mode_sizes(args)
-    if dynamic is not None:
-        return dynamic
-    kernel, stride, padding, _, _ = _pool_args(args)
-    sizes = args.meta("self").shape[2:]
-    floor_sizes = [_floor_output(n, k, s, p) for n, k, s, p in zip(sizes, kernel, stride, padding)]
-    if floor_sizes != list(out_meta(args.node).shape[2:]):
-        return refuse(f"ceil_mode=True changes the output size to {list(out_meta(args.node).shape[2:])}")
-    return True
+    return _ceil_mode_sizes(args) or True
+
+
+def _ceil_mode_divisors(args: BoundArgs, kernel: list[int], stride: list[int], padding: list[int]) -> torch.Tensor:
+    """``kernel area / PyTorch's divisor`` at each output position of a ceil-mode average pool (float64).
+
+    PyTorch clips a window to the padded input (``min(start + k, n + p)``) and, without
+    ``count_include_pad``, to the input itself; the window ceil_mode adds past the padding counts neither. ONNX's
+    AveragePool over the input padded with zeros to PyTorch's output size divides every window by the kernel
+    area, so this ratio, per output position, makes it PyTorch's average."""
+    sizes, outputs = args.meta("self").shape[2:], out_meta(args.node).shape[2:]
+    per_dim = []
+    for n, o, k, s, p in zip(sizes, outputs, kernel, stride, padding):
+        starts = torch.arange(o, dtype=torch.float64) * s - p
+        ends = torch.clamp(starts + k, max=n + p)
+        if not args.count_include_pad:
+            starts, ends = torch.clamp(starts, min=0), torch.clamp(ends, max=n)
+        per_dim.append(ends - starts)
+    divisor = per_dim[0]
+    for counts in per_dim[1:]:
+        divisor = divisor[..., None] * counts
+    return math.prod(kernel) / divisor
 
 
 # ONNX AveragePool (opset 19) takes no bfloat16, and an average in float32 would round differently
@@ -146,9 +158,21 @@ _AVG_POOL_DTYPES = FLOAT & onnx_accepts("AveragePool") & onnx_accepts("GlobalAve
 @converter(aten.avg_pool2d.default, aten.avg_pool3d.default, dtypes=_AVG_POOL_DTYPES,
            constants=(*_POOL_CONSTANTS, "count_include_pad", "divisor_override"), check=_avg_pool_ok, dynamic=True)
 def _avg_pool(ctx: ConversionContext, args: BoundArgs) -> str:
-    kernel, stride, padding, _, _ = _pool_args(args)
-    return ctx.add("AveragePool", [ctx.name(args.self)], kernel_shape=kernel, strides=stride,
-                   pads=padding + padding, count_include_pad=int(bool(args.count_include_pad)))
+    """AveragePool; with ``ceil_mode=True`` (timm's resnet10t), an explicit zero Pad to PyTorch's output size, an
+    AveragePool that divides by the kernel area, and a Mul by each position's ``area / divisor``
+    (``_ceil_mode_divisors``): ONNX's own ceil_mode keeps windows PyTorch drops and divides them differently."""
+    kernel, stride, padding, _, ceil_mode = _pool_args(args)
+    x = ctx.name(args.self)
+    if not ceil_mode:
+        return ctx.add("AveragePool", [x], kernel_shape=kernel, strides=stride,
+                       pads=padding + padding, count_include_pad=int(bool(args.count_include_pad)))
+    dtype = out_meta(args.node).dtype
+    ends = _ceil_mode_ends(args, kernel, stride, padding)
+    rank = args.meta("self").dim()
+    padded = ctx.add("Pad", [x, ints(ctx, [0, 0, *padding, 0, 0, *ends])], mode="constant")
+    summed = ctx.add("AveragePool", [padded], kernel_shape=kernel, strides=stride, count_include_pad=1)
+    ratio = _ceil_mode_divisors(args, kernel, stride, padding).reshape([1] * (rank - len(kernel)) + list(out_meta(args.node).shape[2:]))
+    return ctx.add("Mul", [summed, ctx.constant(ratio.to(dtype), dtype)])
 
 
 def _adaptive_dims(args: BoundArgs) -> tuple[list[int], list[int], bool]:
@@ -165,20 +189,14 @@ def _global(outputs: list[Any]) -> bool:
 
 
 def _adaptive_ok(args: BoundArgs) -> bool | Refusal:
-    """Only when every input size is a multiple of the output size: then it is a plain AveragePool. An
-    output of 1 per dim is a GlobalAveragePool, whatever the (possibly dynamic) input size."""
+    """Static spatial sizes, except for an output of 1 per dim (a GlobalAveragePool, whatever the input size)."""
     rank = args.meta("self").dim()
     sizes, outputs, batched = _adaptive_dims(args)
     if rank not in (len(sizes) + 1, len(sizes) + 2):
         return refuse(f"input has rank {rank}; {args.node.target} takes {len(sizes) + 1} or {len(sizes) + 2}")
     if _global(outputs):
         return True
-    dynamic = dynamic_refusal(args, "self", range(rank - len(sizes), rank), f"the kernel is input size / output_size {outputs}")
-    if dynamic is not None:
-        return dynamic
-    if not all(n % o == 0 for n, o in zip(sizes, outputs)) and len(sizes) != 2:
-        return refuse(f"input size {sizes} is not a multiple of output_size {outputs} (converted in 2-D only)")
-    return True
+    return dynamic_refusal(args, "self", range(rank - len(sizes), rank), f"the kernel is input size / output_size {outputs}") or True
 
 
 def _averaging(size: int, output: int) -> torch.Tensor:
@@ -195,9 +213,9 @@ def _averaging(size: int, output: int) -> torch.Tensor:
 @converter(aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default,
            aten._adaptive_avg_pool3d.default, dtypes=_AVG_POOL_DTYPES, check=_adaptive_ok, dynamic=True)
 def _adaptive_avg_pool(ctx: ConversionContext, args: BoundArgs) -> str:
-    """AveragePool with kernel = stride = input size / output size (GlobalAveragePool for output 1); in 2-D, where
-    an input size is no multiple of its output size, two MatMuls with the constant averaging matrices of ATen's
-    windows (``_averaging``); an unbatched input is pooled as a batch of one (Unsqueeze, Squeeze: no size is read)."""
+    """AveragePool with kernel = stride = input size / output size (GlobalAveragePool for output 1); where an input
+    size is no multiple of its output size, MatMuls with the constant averaging matrices of ATen's windows
+    (``_pool_by_matrices``); an unbatched input is pooled as a batch of one (Unsqueeze, Squeeze: no size is read)."""
     sizes, outputs, batched = _adaptive_dims(args)
     x = ctx.name(args.self)
     if all_ints(sizes) and sizes == outputs:
@@ -209,9 +227,20 @@ def _adaptive_avg_pool(ctx: ConversionContext, args: BoundArgs) -> str:
     elif all(n % o == 0 for n, o in zip(sizes, outputs)):
         kernel = [n // o for n, o in zip(sizes, outputs)]
         y = ctx.add("AveragePool", [x], kernel_shape=kernel, strides=kernel)
-    else:  # 2-D, sizes no multiple of the outputs (alexnet and vgg at small inputs): Y = A_h X A_w^T, exact windows
-        dtype = args.meta("self").dtype
-        rows = ctx.constant(_averaging(sizes[0], outputs[0]).to(dtype), dtype)
-        columns = ctx.constant(_averaging(sizes[1], outputs[1]).t().contiguous().to(dtype), dtype)
-        y = ctx.add("MatMul", [ctx.add("MatMul", [rows, x]), columns])
+    else:  # sizes no multiple of the outputs (alexnet and vgg at small inputs): the averaging matrices, exact windows
+        y = _pool_by_matrices(ctx, x, args.meta("self").dtype, sizes, outputs)
     return y if batched else ctx.add("Squeeze", [y, ints(ctx, [0])])
+
+
+def _pool_by_matrices(ctx: ConversionContext, x: str, dtype: torch.dtype, sizes: list[int], outputs: list[int]) -> str:
+    """Adaptive pooling of ``(N, C, *sizes)`` as ``Y = A_h X A_w^T`` over the last two dims; in 3-D the depth is
+    pooled first, as ``A_d`` times the input viewed as ``(N, C, D, H * W)`` (Reshape's 0 keeps N and C, which
+    may be dynamic). Each matrix is ``_averaging``'s, so every window is ATen's."""
+    if len(sizes) == 3:
+        depth, height, width = sizes
+        flat = ctx.add("Reshape", [x, ints(ctx, [0, 0, depth, height * width])])
+        pooled = ctx.add("MatMul", [ctx.constant(_averaging(depth, outputs[0]).to(dtype), dtype), flat])
+        x = ctx.add("Reshape", [pooled, ints(ctx, [0, 0, outputs[0], height, width])])
+    rows = ctx.constant(_averaging(sizes[-2], outputs[-2]).to(dtype), dtype)
+    columns = ctx.constant(_averaging(sizes[-1], outputs[-1]).t().contiguous().to(dtype), dtype)
+    return ctx.add("MatMul", [ctx.add("MatMul", [rows, x]), columns])
