@@ -354,6 +354,11 @@ case("avg_pool2d-exclude-pad", A.avg_pool2d.default,
 case("avg_pool2d-stride-default", A.avg_pool2d.default, lambda x: A.avg_pool2d.default(x, [2, 2]),
      lambda: (randn(2, 3, 6, 4),))
 case("avg_pool3d", A.avg_pool3d.default, lambda x: A.avg_pool3d.default(x, [2, 2, 2]), lambda: (randn(1, 2, 4, 4, 6),))
+case("unfold", A.unfold.default, lambda x: A.unfold.default(x, 2, 3, 2), lambda: (randn(2, 3, 8, 5),))  # halonet's
+case("unfold-last-dim-overlapping", A.unfold.default, lambda x: A.unfold.default(x, -1, 4, 1), lambda: (randn(3, 7),))
+case("unfold-first-dim-step-past-size", A.unfold.default, lambda x: A.unfold.default(x, 0, 2, 5), lambda: (randn(11, 3),))
+case("unfold-int", A.unfold.default, lambda x: A.unfold.default(x, 1, 2, 2), lambda: (randint(2, 6, 3),))
+case("unfold-one-dim-whole", A.unfold.default, lambda x: A.unfold.default(x, 0, 5, 1), lambda: (randn(5,),))
 case("avg_pool2d-ceil", A.avg_pool2d.default,  # timm's resnet10t: a last window PyTorch keeps, divided by what it covers
      lambda x: A.avg_pool2d.default(x, [3, 3], [2, 2], [0, 0], True), lambda: (randn(1, 2, 8, 10),))
 case("avg_pool2d-ceil-pad-include", A.avg_pool2d.default,
@@ -362,6 +367,10 @@ case("avg_pool2d-ceil-pad-exclude", A.avg_pool2d.default,
      lambda x: A.avg_pool2d.default(x, [3, 2], [2, 2], [1, 1], True, False), lambda: (randn(2, 3, 6, 7),))
 case("avg_pool2d-ceil-same-size", A.avg_pool2d.default,  # ceil_mode that changes nothing
      lambda x: A.avg_pool2d.default(x, [2, 2], [2, 2], [0, 0], True), lambda: (randn(1, 2, 6, 4),))
+case("avg_pool2d-divisor-override", A.avg_pool2d.default,
+     lambda x: A.avg_pool2d.default(x, [3, 3], [2, 2], [1, 1], False, True, 2), lambda: (randn(1, 3, 9, 9),))
+case("avg_pool2d-divisor-override-ceil-negative", A.avg_pool2d.default,
+     lambda x: A.avg_pool2d.default(x, [4, 4], [2, 3], [1, 1], True, False, -2), lambda: (randn(1, 3, 9, 9),))
 case("avg_pool3d-ceil-pad-exclude", A.avg_pool3d.default,
      lambda x: A.avg_pool3d.default(x, [2, 3, 2], [2, 2, 3], [1, 1, 0], True, False), lambda: (randn(1, 2, 5, 6, 7),))
 case("_adaptive_avg_pool3d-not-a-multiple", A._adaptive_avg_pool3d.default,

@@ -211,6 +211,9 @@ case("max_pool3d_with_indices", A.max_pool3d_with_indices.default,
 case("max_pool3d", A.max_pool3d.default, lambda x: A.max_pool3d.default(x, [2, 2, 2]), lambda n: (randn(n, 2, 4, 4, 4),))
 case("avg_pool2d-spatial", A.avg_pool2d.default, lambda x: A.avg_pool2d.default(x, [3, 3], [2, 2], [1, 1]),
      lambda n: (randn(2, 3, n, 6),), _row(2), low=3)
+case("unfold", A.unfold.default, lambda x: A.unfold.default(x, 2, 3, 2), lambda n: (randn(n, 3, 8),))  # the batch dynamic
+case("avg_pool2d-divisor-override-spatial", A.avg_pool2d.default,
+     lambda x: A.avg_pool2d.default(x, [3, 3], [2, 2], [1, 1], False, False, 3), lambda n: (randn(2, 3, n, 6),), _row(2), low=3)
 case("avg_pool3d", A.avg_pool3d.default, lambda x: A.avg_pool3d.default(x, [2, 2, 2]), lambda n: (randn(n, 2, 4, 4, 4),))
 case("_adaptive_avg_pool2d-global-spatial", A._adaptive_avg_pool2d.default,
      lambda x: A._adaptive_avg_pool2d.default(x, [1, 1]), lambda n: (randn(2, 3, n, n + 1),), lambda d: ({2: d, 3: d + 1},))
@@ -638,3 +641,11 @@ def test_resnet18_with_dynamic_batch_is_one_engine() -> None:
     for batch in (1, 7, 32):
         x = torch.randn(batch, 3, 224, 224)
         torch.testing.assert_close(run_segment(sess, gm, segment, (x,))[0], eager(model, (x,))[0], rtol=1e-3, atol=1e-3)
+
+
+def test_unfold_and_a_ceil_mode_average_pool_refuse_a_dynamic_size_they_need() -> None:
+    reason = _reason(lambda x: A.unfold.default(x, 1, 3, 2), (randn(2, 8),), ({1: Dim("m", min=6, max=32)},), A.unfold.default)
+    assert "at dim 1" in reason and "windows" in reason
+    reason = _reason(lambda x: A.avg_pool2d.default(x, [3, 3], [2, 2], [0, 0], True), (randn(1, 2, 8, 8),),
+                     ({2: 2 * Dim("h", min=3, max=16)},), A.avg_pool2d.default)
+    assert "at dim 2" in reason and "ceil_mode" in reason

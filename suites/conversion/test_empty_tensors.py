@@ -45,3 +45,37 @@ def test_a_cat_of_empty_inputs_only_stays_refused_saying_why():
 
     partition = trtcheck.partition(AllEmpty(), (torch.randn(3, 5),), ONE)
     assert "every input is empty" in partition.explain(), partition.explain()
+
+
+class ShiftedWindowMask(nn.Module):
+    """swin3d's attention mask: regions of a zero map numbered by sliced assignment, where a window as large as the
+    input makes some of the slices, their fill (``copy``) and their write back (``slice_scatter``) empty."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mask, count = torch.zeros(4, 6, 6), 0
+        for depth in ((0, -4), (-4, None), (None, None)):  # a window of 4 over a depth of 4: two empty regions
+            for height in ((0, -2), (-2, -1), (-1, None)):
+                mask[depth[0]:depth[1], height[0]:height[1], :] = count
+                count += 1
+        return x * 2 + mask
+
+
+def test_a_mask_filled_through_empty_slices_is_one_engine():
+    model, inputs = ShiftedWindowMask(), (torch.randn(4, 6, 6),)
+    report = trtcheck.verify(model, inputs, ONE, backend="onnxruntime")
+    torch_nodes = [n.name for s in report.partition.segments if s.target is Target.TORCH for n in s.nodes]
+    assert report.passed and torch_nodes == [], report.partition.explain()
+
+
+@pytest.mark.parametrize("where", ["empty-source", "non-empty"])
+def test_slice_scatter_and_copy_of_an_empty_slice_equal_eager(where):
+    stop = 0 if where == "empty-source" else 2
+
+    class Fill(nn.Module):
+        def forward(self, x):
+            out = x.clone()
+            out[:, 1:1 + stop] = 3.0  # slice, copy (a fill), slice_scatter
+            return out + 1
+
+    report = trtcheck.verify(Fill(), (torch.randn(3, 5),), ONE, backend="onnxruntime")
+    assert report.passed and report.partition.summary().startswith("1 segment: 1 TensorRT"), report.partition.explain()

@@ -118,13 +118,14 @@ def test_adaptive_avg_pool_reads_its_spatial_dims_from_the_end(fn, shape) -> Non
     _equal_to_eager(compiled, fn, x)
 
 
-def test_adaptive_avg_pool_refuses_sizes_that_do_not_divide() -> None:
-    """(5, None, 2) of [3, 8, 8, 6]: 8 is no multiple of 5, so no AveragePool computes it."""
-    compiled = _compile(lambda x: F.adaptive_avg_pool3d(x, (5, None, 2)), torch.randn(3, 8, 8, 6))
-    assert not compiled.partition.fallbacks
+def test_adaptive_avg_pool_to_sizes_that_do_not_divide_pools_ATen_s_windows() -> None:
+    """(5, None, 2) of [3, 8, 8, 6]: 8 is no multiple of 5 (overlapping windows), and None keeps the height."""
+    fn = lambda x: F.adaptive_avg_pool3d(x, (5, None, 2))  # noqa: E731
+    x = torch.randn(3, 8, 8, 6)
+    compiled = _compile(fn, x)
     node = next(n for n in compiled.partition.compute_nodes if n.target == A._adaptive_avg_pool3d.default)
-    assert compiled.partition.target_of(node) is Target.TORCH
-    assert "not a multiple" in str(compiled.partition.reasons[node])
+    assert compiled.partition.target_of(node) is Target.TENSORRT, compiled.partition.explain()
+    _equal_to_eager(compiled, fn, x)
 
 
 # ---- 5. NaN through maximum / minimum / clamp -------------------------------------------------------------------

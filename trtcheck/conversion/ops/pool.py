@@ -120,23 +120,25 @@ def _floor_output(n: int, k: int, s: int, p: int) -> int:
 
 
 def _avg_pool_ok(args: BoundArgs) -> bool | Refusal:
-    """No divisor_override; ceil_mode on static spatial sizes (its divisors depend on them)."""
+    """ceil_mode on static spatial sizes only (its divisors depend on them)."""
     verdict = _pool_ok(args)
     if not verdict:
         return verdict
-    if args.divisor_override is not None:
-        return refuse(f"divisor_override {args.divisor_override} has no ONNX AveragePool equivalent")
-    return _ceil_mode_sizes(args) or True
+    refusal = _ceil_mode_sizes(args)
+    return True if refusal is None else refusal
 
 
-def _ceil_mode_divisors(args: BoundArgs, kernel: list[int], stride: list[int], padding: list[int]) -> torch.Tensor:
-    """``kernel area / PyTorch's divisor`` at each output position of a ceil-mode average pool (float64).
+def _pool_divisors(args: BoundArgs, kernel: list[int], stride: list[int], padding: list[int]) -> torch.Tensor:
+    """``kernel area / PyTorch's divisor`` at each output position of an average pool (float64).
 
-    PyTorch clips a window to the padded input (``min(start + k, n + p)``) and, without
-    ``count_include_pad``, to the input itself; the window ceil_mode adds past the padding counts neither. ONNX's
-    AveragePool over the input padded with zeros to PyTorch's output size divides every window by the kernel
-    area, so this ratio, per output position, makes it PyTorch's average."""
+    A ``divisor_override`` is every position's divisor (a 0-d ratio: the sizes may be dynamic). Otherwise PyTorch
+    clips a window to the padded input (``min(start + k, n + p)``) and, without ``count_include_pad``, to the input
+    itself; the window ceil_mode adds past the padding counts neither. ONNX's AveragePool over the input padded
+    with zeros to PyTorch's output size divides every window by the kernel area, so this ratio, per output
+    position, makes it PyTorch's average."""
     sizes, outputs = args.meta("self").shape[2:], out_meta(args.node).shape[2:]
+    if args.divisor_override is not None:
+        return torch.tensor(math.prod(kernel) / args.divisor_override, dtype=torch.float64)
     per_dim = []
     for n, o, k, s, p in zip(sizes, outputs, kernel, stride, padding):
         starts = torch.arange(o, dtype=torch.float64) * s - p
@@ -158,20 +160,23 @@ _AVG_POOL_DTYPES = FLOAT & onnx_accepts("AveragePool") & onnx_accepts("GlobalAve
 @converter(aten.avg_pool2d.default, aten.avg_pool3d.default, dtypes=_AVG_POOL_DTYPES,
            constants=(*_POOL_CONSTANTS, "count_include_pad", "divisor_override"), check=_avg_pool_ok, dynamic=True)
 def _avg_pool(ctx: ConversionContext, args: BoundArgs) -> str:
-    """AveragePool; with ``ceil_mode=True`` (timm's resnet10t), an explicit zero Pad to PyTorch's output size, an
-    AveragePool that divides by the kernel area, and a Mul by each position's ``area / divisor``
-    (``_ceil_mode_divisors``): ONNX's own ceil_mode keeps windows PyTorch drops and divides them differently."""
+    """AveragePool; with ``ceil_mode=True`` (timm's resnet10t) or a ``divisor_override``, an explicit zero Pad to
+    PyTorch's output size, an AveragePool that divides by the kernel area, and a Mul by each position's
+    ``area / divisor`` (``_pool_divisors``): ONNX's own ceil_mode keeps windows PyTorch drops and divides them
+    differently, and ONNX has no divisor_override."""
     kernel, stride, padding, _, ceil_mode = _pool_args(args)
     x = ctx.name(args.self)
-    if not ceil_mode:
+    if not ceil_mode and args.divisor_override is None:
         return ctx.add("AveragePool", [x], kernel_shape=kernel, strides=stride,
                        pads=padding + padding, count_include_pad=int(bool(args.count_include_pad)))
     dtype = out_meta(args.node).dtype
-    ends = _ceil_mode_ends(args, kernel, stride, padding)
+    ends = _ceil_mode_ends(args, kernel, stride, padding) if ceil_mode else padding
     rank = args.meta("self").dim()
     padded = ctx.add("Pad", [x, ints(ctx, [0, 0, *padding, 0, 0, *ends])], mode="constant")
     summed = ctx.add("AveragePool", [padded], kernel_shape=kernel, strides=stride, count_include_pad=1)
-    ratio = _ceil_mode_divisors(args, kernel, stride, padding).reshape([1] * (rank - len(kernel)) + list(out_meta(args.node).shape[2:]))
+    ratio = _pool_divisors(args, kernel, stride, padding)
+    if ratio.dim():
+        ratio = ratio.reshape([1] * (rank - len(kernel)) + list(out_meta(args.node).shape[2:]))
     return ctx.add("Mul", [summed, ctx.constant(ratio.to(dtype), dtype)])
 
 
@@ -196,7 +201,8 @@ def _adaptive_ok(args: BoundArgs) -> bool | Refusal:
         return refuse(f"input has rank {rank}; {args.node.target} takes {len(sizes) + 1} or {len(sizes) + 2}")
     if _global(outputs):
         return True
-    return dynamic_refusal(args, "self", range(rank - len(sizes), rank), f"the kernel is input size / output_size {outputs}") or True
+    refusal = dynamic_refusal(args, "self", range(rank - len(sizes), rank), f"the kernel is input size / output_size {outputs}")
+    return True if refusal is None else refusal
 
 
 def _averaging(size: int, output: int) -> torch.Tensor:

@@ -299,11 +299,15 @@ def _scatter_ok(args: BoundArgs) -> bool | Refusal:
 
 
 @converter(aten.slice_scatter.default, aten.select_scatter.default, dtypes=NUMERIC, constants=("dim",),
-           check=_scatter_ok)
+           check=_scatter_ok, empty=True)
 def _slice_scatter(ctx: ConversionContext, args: BoundArgs) -> str:
-    """Writes ``src`` over the selected positions with one ScatterElements (static index tensor)."""
+    """Writes ``src`` over the selected positions with one ScatterElements (static index tensor); an empty ``src``
+    (a slice that selects nothing: swin3d's shifted-window mask where the window is the whole input) writes
+    nothing, so the result is ``self``."""
     meta = args.meta("self")
     axis = args.dim % meta.dim()
+    if _empty(args.src):
+        return ctx.name(args.self)
     src = ctx.name(args.src)
     src_shape = list(args.meta("src").shape)
     if "index" in args:  # select_scatter
@@ -351,9 +355,10 @@ def _blocking(args: BoundArgs) -> bool | Refusal:
     return not args.non_blocking or refuse("non_blocking=True: an asynchronous copy is PyTorch's business")
 
 
-@converter(aten.copy.default, check=_blocking, dynamic=True)
+@converter(aten.copy.default, check=_blocking, dynamic=True, empty=True)
 def _copy(ctx: ConversionContext, args: BoundArgs) -> str:
-    """Functional copy_: ``src`` cast to ``self``'s dtype and broadcast to its (run-time, if dynamic) shape."""
+    """Functional copy_: ``src`` cast to ``self``'s dtype and broadcast to its (run-time, if dynamic) shape, which
+    may hold nothing (a fill of an empty slice: Expand to a size-0 dim is numpy's broadcasting, as in ATen)."""
     source = operand(ctx, args.src, out_dtype(args.node))
     return ctx.add("Expand", [source, shape_like(ctx, args.self)])
 
@@ -392,6 +397,31 @@ def _as_strided(ctx: ConversionContext, args: BoundArgs) -> str:
     if np.array_equal(index.reshape(-1), np.arange(index.size)):
         return reshape(ctx, flat, index.shape)
     return ctx.add("Gather", [flat, ctx.constant(index, torch.int64)], axis=0)
+
+
+def _unfold_ok(args: BoundArgs) -> bool | Refusal:
+    """The unfolded dim's size must be static (the windows are constant indices); the others may be dynamic."""
+    rank = args.meta("self").dim()
+    if rank == 0:  # a scalar is one window of size 1 (ATen allows no other)
+        return True
+    refusal = dynamic_refusal(args, "self", [args.dimension % rank], "the windows are a constant index tensor")
+    return True if refusal is None else refusal
+
+
+@converter(aten.unfold.default, constants=("dimension", "size", "step"), check=_unfold_ok, dynamic=True)
+def _unfold(ctx: ConversionContext, args: BoundArgs) -> str:
+    """``x.unfold(d, size, step)`` (timm's halonet): one Gather of the ``(windows, size)`` index table
+    ``i * step + j`` along ``d``, then a Transpose that moves the window's own axis to the end, where ATen puts it."""
+    meta = args.meta("self")
+    rank = meta.dim()
+    if rank == 0:
+        return ctx.add("Unsqueeze", [ctx.name(args.self), ints(ctx, [0])])
+    axis = args.dimension % rank
+    windows = (meta.shape[axis] - args.size) // args.step + 1
+    table = np.arange(windows, dtype=np.int64)[:, None] * args.step + np.arange(args.size, dtype=np.int64)
+    taken = ctx.add("Gather", [ctx.name(args.self), ctx.constant(table, torch.int64)], axis=axis)
+    perm = [*range(axis + 1), *range(axis + 2, rank + 1), axis + 1]
+    return ctx.add("Transpose", [taken], perm=perm)
 
 
 def _static_repeats(args: BoundArgs) -> bool | Refusal:
