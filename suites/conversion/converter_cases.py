@@ -359,6 +359,18 @@ case("unfold-last-dim-overlapping", A.unfold.default, lambda x: A.unfold.default
 case("unfold-first-dim-step-past-size", A.unfold.default, lambda x: A.unfold.default(x, 0, 2, 5), lambda: (randn(11, 3),))
 case("unfold-int", A.unfold.default, lambda x: A.unfold.default(x, 1, 2, 2), lambda: (randint(2, 6, 3),))
 case("unfold-one-dim-whole", A.unfold.default, lambda x: A.unfold.default(x, 0, 5, 1), lambda: (randn(5,),))
+case("_upsample_bicubic2d_aa-down", A._upsample_bicubic2d_aa.default,  # timm's naflexvit: F.interpolate(antialias=True)
+     lambda x: A._upsample_bicubic2d_aa.default(x, [5, 7], False), lambda: (randn(2, 3, 12, 9),))
+case("_upsample_bicubic2d_aa-up-align-corners", A._upsample_bicubic2d_aa.default,
+     lambda x: A._upsample_bicubic2d_aa.default(x, [9, 4], True), lambda: (randn(1, 2, 6, 8),))
+case("_upsample_bicubic2d_aa-scales", A._upsample_bicubic2d_aa.default,
+     lambda x: A._upsample_bicubic2d_aa.default(x, [4, 6], False, 0.4, 0.7), lambda: (randn(1, 2, 12, 9),))
+case("_upsample_bilinear2d_aa-scales", A._upsample_bilinear2d_aa.default,
+     lambda x: A._upsample_bilinear2d_aa.default(x, [4, 6], False, 0.4, 0.7), lambda: (randn(1, 2, 12, 9),))
+case("_upsample_bilinear2d_aa-to-one-align-corners", A._upsample_bilinear2d_aa.default,
+     lambda x: A._upsample_bilinear2d_aa.default(x, [1, 3], True), lambda: (randn(2, 2, 7, 10),))
+case("_upsample_bicubic2d_aa-from-one-row", A._upsample_bicubic2d_aa.default,
+     lambda x: A._upsample_bicubic2d_aa.default(x, [3, 4], False), lambda: (randn(1, 2, 1, 9),))
 case("avg_pool2d-ceil", A.avg_pool2d.default,  # timm's resnet10t: a last window PyTorch keeps, divided by what it covers
      lambda x: A.avg_pool2d.default(x, [3, 3], [2, 2], [0, 0], True), lambda: (randn(1, 2, 8, 10),))
 case("avg_pool2d-ceil-pad-include", A.avg_pool2d.default,

@@ -75,7 +75,6 @@ NOT_CONVERTED: tuple[NotConverted, ...] = (
     NotConverted("_native_batch_norm_legit", ("float32",), no_converter("aten._native_batch_norm_legit_functional.default")),
     NotConverted("_segment_reduce.lengths", ("float32", "float16"), no_converter("aten.segment_reduce.default")),
     NotConverted("_segment_reduce.offsets", ("float32", "float16"), no_converter("aten.segment_reduce.default")),
-    NotConverted("_upsample_bilinear2d_aa", ("float32",), no_converter("aten._upsample_bilinear2d_aa.default")),
     NotConverted("acos", ("bool",), refused("aten.acos.default")),
     NotConverted("acosh", ("bool",), refused("aten.acosh.default")),
     NotConverted("add", ("bool",), refused("aten.add.Tensor")),

@@ -214,6 +214,8 @@ case("avg_pool2d-spatial", A.avg_pool2d.default, lambda x: A.avg_pool2d.default(
 case("unfold", A.unfold.default, lambda x: A.unfold.default(x, 2, 3, 2), lambda n: (randn(n, 3, 8),))  # the batch dynamic
 case("avg_pool2d-divisor-override-spatial", A.avg_pool2d.default,
      lambda x: A.avg_pool2d.default(x, [3, 3], [2, 2], [1, 1], False, False, 3), lambda n: (randn(2, 3, n, 6),), _row(2), low=3)
+case("_upsample_bicubic2d_aa", A._upsample_bicubic2d_aa.default,  # the batch dynamic; the sizes make the matrices
+     lambda x: A._upsample_bicubic2d_aa.default(x, [5, 7], False), lambda n: (randn(n, 3, 12, 9),))
 case("avg_pool3d", A.avg_pool3d.default, lambda x: A.avg_pool3d.default(x, [2, 2, 2]), lambda n: (randn(n, 2, 4, 4, 4),))
 case("_adaptive_avg_pool2d-global-spatial", A._adaptive_avg_pool2d.default,
      lambda x: A._adaptive_avg_pool2d.default(x, [1, 1]), lambda n: (randn(2, 3, n, n + 1),), lambda d: ({2: d, 3: d + 1},))
@@ -649,3 +651,13 @@ def test_unfold_and_a_ceil_mode_average_pool_refuse_a_dynamic_size_they_need() -
     reason = _reason(lambda x: A.avg_pool2d.default(x, [3, 3], [2, 2], [0, 0], True), (randn(1, 2, 8, 8),),
                      ({2: 2 * Dim("h", min=3, max=16)},), A.avg_pool2d.default)
     assert "at dim 2" in reason and "ceil_mode" in reason
+
+
+def test_an_antialiased_resize_refuses_a_dynamic_spatial_size_and_a_width_of_one() -> None:
+    reason = _reason(lambda x: A._upsample_bilinear2d_aa.default(x, [3, 4], False), (randn(1, 2, 8, 8),),
+                     ({2: _N},), A._upsample_bilinear2d_aa.default)
+    assert "at dim 2" in reason and "resampling matrices" in reason
+    gm = export(lambda x: A._upsample_bicubic2d_aa.default(x, [5, 1], False), (randn(1, 2, 8, 8),), None)
+    partition = partition_graph(gm, trtcheck.Settings(min_block_size=1))
+    node = next(n for n in gm.graph.nodes if n.target == A._upsample_bicubic2d_aa.default)
+    assert partition.target_of(node) is Target.TORCH and "width of 1" in partition.reasons[node].detail
