@@ -23,7 +23,7 @@ from torch import nn
 
 from .registry import ZooEntry, make_nontrivial, register, seeded
 
-__all__ = ["DETECTION_DEFAULT", "DETECTION_ZOO"]
+__all__ = ["DETECTION_DEFAULT", "DETECTION_ZOO", "build_detector", "detector_images"]
 
 CALIBRATION_BATCH = 8
 """Images the backbone's batch norms are calibrated on (``make_nontrivial``): at 5 x 5 at the deepest level, two
@@ -41,7 +41,16 @@ _SPECS: dict[str, tuple[str, int, dict[str, Any], bool]] = {
 }
 
 
-def _build(builder: str, size: int, extra: dict[str, Any]) -> tuple[nn.Module, tuple[Any, ...]]:
+def _keywords_for(builder: str) -> dict[str, Any]:
+    """The keywords a zoo entry of ``builder``'s kind passes (``_SPECS``): RetinaNet's and FCOS's score threshold,
+    keypoint R-CNN's classes and keypoints, for a torchvision builder the zoo has no entry for (the corpus sweep)."""
+    return next((extra for spec, _, extra, _ in _SPECS.values() if builder.split("_")[0] == spec.split("_")[0]), {})
+
+
+def build_detector(builder: str, size: int, extra: dict[str, Any] | None = None) -> tuple[nn.Module, tuple[Any, ...]]:
+    """torchvision's ``builder`` at ``size`` pixels, five classes, its backbone ``make_nontrivial``; ``extra``: the
+    builder's own keywords (None: those of the zoo entry of its kind)."""
+    extra = _keywords_for(builder) if extra is None else extra
     keywords: dict[str, Any] = {"weights": None, "weights_backbone": None, "num_classes": 5, **extra}
     if not builder.startswith("ssd"):  # SSD resizes to its own fixed size
         keywords.update(min_size=size, max_size=size)
@@ -50,7 +59,7 @@ def _build(builder: str, size: int, extra: dict[str, Any]) -> tuple[nn.Module, t
     return model.eval(), ([torch.rand(3, size, size)],)
 
 
-def _images(size: int) -> list[tuple[Any, ...]]:
+def detector_images(size: int) -> list[tuple[Any, ...]]:
     """Two more input sets of images, values in [0, 1] as a detector takes them (its transform normalizes them with
     ImageNet's mean and deviation): ``verify``'s random sets are drawn from a normal distribution, whose values a
     detector never sees, and where its backbone's clamps (Hardsigmoid at 600) decide more than rounding does."""
@@ -62,8 +71,8 @@ def _register() -> tuple[str, ...]:
     names = []
     for name, (builder, size, extra, opt_in) in _SPECS.items():
         tags = {"detection"} | ({"detection_heavy"} if opt_in else set())
-        register(ZooEntry(name, seeded()(functools.partial(_build, builder, size, extra)), tags=frozenset(tags),
-                          input_sets=functools.partial(_images, size)))
+        register(ZooEntry(name, seeded()(functools.partial(build_detector, builder, size, extra)), tags=frozenset(tags),
+                          input_sets=functools.partial(detector_images, size)))
         names.append(name)
     return tuple(names)
 

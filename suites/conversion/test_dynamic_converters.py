@@ -216,6 +216,8 @@ case("avg_pool2d-divisor-override-spatial", A.avg_pool2d.default,
      lambda x: A.avg_pool2d.default(x, [3, 3], [2, 2], [1, 1], False, False, 3), lambda n: (randn(2, 3, n, 6),), _row(2), low=3)
 case("_upsample_bicubic2d_aa", A._upsample_bicubic2d_aa.default,  # the batch dynamic; the sizes make the matrices
      lambda x: A._upsample_bicubic2d_aa.default(x, [5, 7], False), lambda n: (randn(n, 3, 12, 9),))
+case("_upsample_bilinear2d_aa", A._upsample_bilinear2d_aa.default,
+     lambda x: A._upsample_bilinear2d_aa.default(x, [4, 6], False, 0.4, 0.7), lambda n: (randn(n, 2, 12, 9),))
 case("avg_pool3d", A.avg_pool3d.default, lambda x: A.avg_pool3d.default(x, [2, 2, 2]), lambda n: (randn(n, 2, 4, 4, 4),))
 case("_adaptive_avg_pool2d-global-spatial", A._adaptive_avg_pool2d.default,
      lambda x: A._adaptive_avg_pool2d.default(x, [1, 1]), lambda n: (randn(2, 3, n, n + 1),), lambda d: ({2: d, 3: d + 1},))

@@ -30,6 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from trtcheck.errors import ExportRefusedError, LoweringError
+from trtcheck.lowering.constants import fold_constants
 from trtcheck.lowering.decompositions import core_aten_table, kept_whole
 from trtcheck.lowering.graph import copy_graph_module, dead_nodes, is_aten_graph, writes_to
 from trtcheck.lowering.inputs import check_dynamic_shapes, check_program_inputs, dim_names_of, program_ranges
@@ -365,6 +366,7 @@ def _module_of(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     _fill_in_place_values(gm)
     gm.graph.eliminate_dead_code()  # a result nothing reads is no work for an engine (in-place writes are kept)
     gm.recompile()
+    fold_constants(gm)  # what depends only on weights is computed once, here (lowering/constants.py)
     gm.meta[RANGES] = program_ranges(program)
     return gm
 
