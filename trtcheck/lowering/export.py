@@ -263,6 +263,23 @@ def _export_refused(
             "torch.where, assert what export cannot know with torch._check, or export the model without that part "
             "(its post-processing, say) and run it in PyTorch after the compiled module"
         ) from error
+    custom_op = _op_without_fake_kernel(error)
+    if custom_op:  # not an ExportRefusedError: torch.compile's tracing needs the fake kernel too, so "auto" stops here
+        raise LoweringError(
+            f"torch.export could not trace {name}{at}: the custom op {custom_op} has no fake (meta) kernel, which "
+            "export and torch.compile run to know its output's shape and dtype without running it "
+            f"({type(error).__name__}: {first_line})"
+            f"\nFix: register one, e.g. @torch.library.register_fake(\"{custom_op}\") on a function returning "
+            "torch.empty_like(x) (or the output's shape and dtype): the op is then one node of the graph, which runs "
+            "in PyTorch (no converter) unless you register a converter for it (docs/api.md)"
+        ) from error
+    if _untraceable_python(error):
+        raise ExportRefusedError(
+            f"torch.export could not trace {name}{at}: that line leaves PyTorch (NumPy, .item()/.tolist() or an "
+            f"extension function export cannot see into: {type(error).__name__}: {first_line})\nFix: write it with "
+            "torch ops, or wrap it as a custom op (torch.library.custom_op with a register_fake) so that export keeps "
+            "it as one node that runs in PyTorch; frontend='auto' verifies such a model across the graph break instead"
+        ) from error
     raise ExportRefusedError(
         f"torch.export could not trace {name}{at}: {type(error).__name__}: {first_line}\n"
         "Fix: make the model exportable (no data-dependent Python control flow, no unsupported Python "
@@ -294,6 +311,29 @@ def _cause(error: BaseException) -> str:
 def _packed_parameters(error: BaseException) -> bool:
     """An eager-mode quantized module (``torch.ao.quantization.convert``) refused for its packed weights."""
     return "PackedParams" in str(error) or "__obj_flatten__" in str(error)
+
+
+_NO_FAKE = re.compile(
+    r"no fake impl registered for <CustomOpDef\(([\w.:]+)\)>"  # torch.library.custom_op without register_fake
+    r"|UnsupportedOperatorException: ([\w]+)\.([\w]+)\.\w+"  # torch.library.define'd with a CPU kernel only
+    r"|([\w.]+::[\w.]+): attempted to run this operator with Meta tensors"
+)
+
+
+def _op_without_fake_kernel(error: BaseException) -> str:
+    """``namespace::name`` of a custom op export refused for having no fake (meta) kernel, or ""."""
+    found = _NO_FAKE.search(f"{type(error).__name__}: {error}")
+    if not found:
+        return ""
+    if found.group(2):
+        return "" if found.group(2) in ("aten", "prims") else f"{found.group(2)}::{found.group(3)}"
+    return found.group(1) or found.group(4)
+
+
+def _untraceable_python(error: BaseException) -> bool:
+    """Code that leaves torch: ``.numpy()`` on a traced tensor, NumPy's own functions, an opaque extension."""
+    text = str(error)
+    return ".numpy() is not supported" in text or ("numpy" in text.lower() and "not supported" in text)
 
 
 def _data_dependent(error: BaseException) -> bool:
