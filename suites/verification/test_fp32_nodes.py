@@ -288,3 +288,25 @@ def test_a_constant_clamped_to_the_range_is_a_range_finding_naming_the_node_neve
     assert f"Settings.fp32_nodes={finding.fp32_nodes!r}" in text  # the tensor: its clone too
     assert report.localization.culprit.node == finding.node and report.localization.culprit.ill_conditioned
     trtcheck.verify(model, inputs, dataclasses.replace(FP16, fp32_nodes=finding.fp32_nodes), backend="onnxruntime")  # it holds
+
+
+class NormOfScaled(torch.nn.Module):
+    """A sum of squares that overflows float16 (65504) on some random input sets and not on others: 120² times a
+    sum of four squared normals, 2.7 at most in seed 1's sets and 8.4 in seed 4's."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sqrt((x * 120).pow(2).sum(-1, keepdim=True)) / 100
+
+
+def test_the_search_holds_on_the_input_sets_of_more_seeds_than_the_one_it_was_given():
+    model, inputs, one = NormOfScaled(), (torch.zeros(1, 4),), trtcheck.Settings(min_block_size=1)
+    alone = search_fp32_nodes(model, inputs, "fp16", one, backend="onnxruntime", seed=1, timed=False, confirm_seeds=0)
+    assert alone.fp32_nodes == []  # seed 1's sets alone: nothing overflows, so nothing to keep
+    with pytest.raises(trtcheck.VerificationError):
+        trtcheck.verify(model, inputs, trtcheck.Settings(min_block_size=1, precision="fp16"), backend="onnxruntime", seed=4)
+    found = search_fp32_nodes(model, inputs, "fp16", one, backend="onnxruntime", seed=1, timed=False)
+    assert found.fp32_nodes and found.seeds == [1, 2, 3, 4], str(found)
+    assert "on the input sets of seeds 1, 2, 3, 4" in str(found)
+    kept = trtcheck.Settings(min_block_size=1, precision="fp16", fp32_nodes=found.fp32_nodes)
+    for seed in range(1, 5):
+        trtcheck.verify(model, inputs, kept, backend="onnxruntime", seed=seed)
