@@ -371,6 +371,11 @@ case("_upsample_bilinear2d_aa-to-one-align-corners", A._upsample_bilinear2d_aa.d
      lambda x: A._upsample_bilinear2d_aa.default(x, [1, 3], True), lambda: (randn(2, 2, 7, 10),))
 case("_upsample_bicubic2d_aa-from-one-row", A._upsample_bicubic2d_aa.default,
      lambda x: A._upsample_bicubic2d_aa.default(x, [3, 4], False), lambda: (randn(1, 2, 1, 9),))
+case("pow.Tensor_Tensor-int-negative-exponents", A.pow.Tensor_Tensor,  # ATen: 1 for 1, +-1 for -1, else 0 (0 too)
+     lambda x, y: A.pow.Tensor_Tensor(x, y),
+     lambda: (torch.tensor([0, 1, -1, -1, 2, -3, 0, 5]), torch.tensor([-9, -4, -3, -2, -1, -5, 3, 2])))
+case("pow.Scalar-int-negative-exponents", A.pow.Scalar, lambda y: A.pow.Scalar(-1, y),  # (eager refuses a Scalar one)
+     lambda: (torch.tensor([[-3, -2, 0], [4, -7, 1]]),))
 case("avg_pool2d-ceil", A.avg_pool2d.default,  # timm's resnet10t: a last window PyTorch keeps, divided by what it covers
      lambda x: A.avg_pool2d.default(x, [3, 3], [2, 2], [0, 0], True), lambda: (randn(1, 2, 8, 10),))
 case("avg_pool2d-ceil-pad-include", A.avg_pool2d.default,

@@ -122,8 +122,11 @@ def op_dtype_pairs() -> list[tuple[str, str]]:
 
 
 def one_op_model(op: Any, sample: Any) -> tuple[OneOp, tuple[torch.Tensor, ...]]:
+    """The sample's op as a module of its tensors, and those tensors: copies, since OpInfo's generators reuse one
+    tensor across samples and write into it for the next (the masked ops' samples put inf, then -inf, then NaN in
+    the same input), which changed a prepared sample's inputs after eager had run on them."""
     leaves, spec = tree_flatten((sample.input, tuple(sample.args), dict(sample.kwargs)))
-    tensors = tuple(v.detach() for v in leaves if isinstance(v, torch.Tensor))
+    tensors = tuple(v.detach().clone() for v in leaves if isinstance(v, torch.Tensor))
     return OneOp(op.op, leaves, spec), tensors
 
 
@@ -223,7 +226,8 @@ def as_good_as_eager(actual: Any, prepared: Prepared) -> bool:
     eager's own are.
 
     The reference is the model run on the inputs upcast to float64 (integer inputs as they are), where
-    eager can run it; NaN and Inf must sit where eager has them."""
+    eager can run it; NaN and Inf must sit where eager has them, except where float64 is finite and the result is
+    within the dtype's tolerance of it (eager overflowed, the engine did not)."""
     try:
         with torch.no_grad():
             reference = prepared.model(*(t.double() if t.is_floating_point() else t.clone() for t in prepared.tensors))
@@ -239,8 +243,12 @@ def as_good_as_eager(actual: Any, prepared: Prepared) -> bool:
             continue
         if not (isinstance(a, torch.Tensor) and isinstance(r, torch.Tensor) and a.shape == e.shape == r.shape):
             return False
-        atol = TOLERANCES[e.dtype][1]
+        rtol, atol = TOLERANCES[e.dtype]
         a, e, r = a.double(), e.double(), r.double()
+        # Where eager overflowed (inf or NaN) and float64 did not, a finite result within tolerance of float64 is the
+        # better answer (soft_margin_loss in float16: eager's exp overflows, the engine's does not).
+        overflowed = ~e.isfinite() & r.isfinite() & a.isfinite() & ((a - r).abs() <= atol + rtol * r.abs())
+        a, e = torch.where(overflowed, r, a), torch.where(overflowed, r, e)
         if not torch.equal(a.isnan(), e.isnan()) or not torch.equal(a.isinf(), e.isinf()):
             return False
         if a.isinf().any() and not torch.equal(a[a.isinf()], e[e.isinf()]):

@@ -153,7 +153,7 @@ def search_fp32_nodes(
     result.fp32_nodes, result.complete = search()
     # A set found on one seed's input sets may fail on another's (a DeBERTa passed with seed 0, failed with seed 7):
     # each confirming seed is verified, and one that fails joins the seeds every trial verifies with, and the search
-    # runs again. Given ``inputs`` are the same whatever the seed: nothing to confirm.
+    # runs again. Inputs given by the caller are the same for every seed: nothing to confirm.
     pending = list(range(seed + 1, seed + 1 + (confirm_seeds if inputs is None else 0)))
     confirmed, index = list(seeds), 0
     while index < len(pending) and result.fp32_nodes is not None:

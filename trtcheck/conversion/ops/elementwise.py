@@ -208,9 +208,21 @@ def _binary(onnx_op: str) -> BoundConverterFn:
         second = args["exponent"] if "exponent" in args else args.other
         a, b = operands(ctx, (args.self, second), dtype)
         attrs = {"fmod": 1} if onnx_op == "Mod" else {}  # fmod = C's remainder, as torch.fmod
-        return ctx.add(onnx_op, [a, _scaled(ctx, args, b, dtype)], **attrs)
+        result = ctx.add(onnx_op, [a, _scaled(ctx, args, b, dtype)], **attrs)
+        return _integer_negative_powers(ctx, a, b, result, dtype) if onnx_op == "Pow" and dtype in INT else result
 
     return convert
+
+
+def _integer_negative_powers(ctx: ConversionContext, a: str, b: str, power: str, dtype: torch.dtype) -> str:
+    """``power`` where the exponent is negative made ATen's integer ``pow``: 1 for a base of 1, -1 or 1 for -1 (odd or
+    even exponent), 0 for any other base (0 too). ONNX's Pow leaves it undefined (ONNX Runtime's int64 Pow gives
+    int64's minimum for ``0 ** -9``: 1 / 0 in floating point, cast)."""
+    one, minus_one, zero = (ctx.constant(v, dtype) for v in (1, -1, 0))
+    odd = ctx.add("Not", [_equal(ctx, ctx.add("Mod", [b, ctx.constant(2, dtype)], fmod=1), zero)])
+    of_minus_one = ctx.add("Where", [odd, minus_one, one])
+    reciprocal = ctx.add("Where", [_equal(ctx, a, one), one, ctx.add("Where", [_equal(ctx, a, minus_one), of_minus_one, zero])])
+    return ctx.add("Where", [ctx.add("Less", [b, zero]), reciprocal, power])
 
 
 # alpha scales an operand by a constant: a tensor-valued alpha has no place in an ONNX attribute-free Mul
