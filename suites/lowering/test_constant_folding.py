@@ -108,3 +108,16 @@ def test_a_model_compiled_at_fp16_reads_the_folded_weight():
     model, inputs = TwoStandardized().eval(), (torch.randn(2, 3, 12, 12),)
     report = trtcheck.verify(model, inputs, trtcheck.Settings(min_block_size=1, precision="fp16"), backend="onnxruntime")
     assert report.passed and report.partition.summary().startswith("1 segment: 1 TensorRT (3 compute nodes)")
+
+
+def test_an_op_torch_executed_ops_names_is_not_folded_even_from_a_lowering_made_without_it():
+    """The user named the op to run in PyTorch: the partition must find it, not a folded constant (and the forced op
+    check must not call the op one the model does not call)."""
+    model, inputs = TwoStandardized().eval(), (torch.randn(2, 3, 12, 12),)
+    forced = trtcheck.Settings(min_block_size=1, torch_executed_ops=["aten::_native_batch_norm_legit.no_stats"])
+    partition = trtcheck.partition(model, inputs, forced)
+    norms = [n for n in partition.compute_nodes if n.target == A._native_batch_norm_legit.no_stats]
+    assert len(norms) == 2 and all(partition.target_of(n).name == "TORCH" for n in norms), partition.explain()
+    folded = trtcheck.lower(model, inputs)  # made for settings that force nothing: the norms are folded away
+    report = trtcheck.verify(model, inputs, forced, backend="onnxruntime", lowered=folded)
+    assert sum(n.target == A._native_batch_norm_legit.no_stats for n in report.partition.compute_nodes) == 2

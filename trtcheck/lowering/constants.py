@@ -19,7 +19,7 @@ does on every call.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,10 @@ import torch.fx
 
 from trtcheck.lowering.graph import is_mutable_state
 
-__all__ = ["SMALL", "FoldPlan", "fold_constants", "propose_folding"]
+__all__ = ["FOLDED", "SMALL", "FoldPlan", "fold_constants", "propose_folding"]
+
+FOLDED = "trtcheck_folded_ops"
+"""``GraphModule.meta`` key: the ops ``fold_constants`` computed away."""
 
 SMALL = 1 << 16
 """Elements a folded constant may hold whatever it depends on (a mask, a position table)."""
@@ -74,13 +77,13 @@ def _static_tensors(value: Any) -> bool:
     )
 
 
-def _foldable_op(node: torch.fx.Node) -> bool:
+def _foldable_op(node: torch.fx.Node, keep: Callable[[Any], bool] | None) -> bool:
     if node.op != "call_function":
         return False
     if node.target is operator.getitem:
         return True
     target = node.target
-    if not isinstance(target, torch._ops.OpOverload) or target in _UNINITIALIZED:
+    if not isinstance(target, torch._ops.OpOverload) or target in _UNINITIALIZED or (keep is not None and keep(target)):
         return False
     if target.namespace in _KEPT_NAMESPACES or torch.Tag.nondeterministic_seeded in target.tags:
         return False
@@ -91,12 +94,13 @@ def _inputs(node: torch.fx.Node) -> Iterable[torch.fx.Node]:
     return node.all_input_nodes
 
 
-def propose_folding(gm: torch.fx.GraphModule, small: int = SMALL) -> FoldPlan:
+def propose_folding(gm: torch.fx.GraphModule, small: int = SMALL, keep: Callable[[Any], bool] | None = None) -> FoldPlan:
     """Which nodes of ``gm``'s graph (not its branches') depend only on constants, and which of them to keep as
     constants: those read by a node that is not folded, that compute something from a weight (not only a view,
     transpose or cast of it, which would store a second copy of the weight for no work saved: Linear's transposed
     weight), within ``_fits``' size; a value too large backs off to the values it is computed from, and the nodes
-    between stay in the graph. Pure: the graph is read, never changed."""
+    between stay in the graph. An op ``keep`` matches (``torch_executed_ops``) is never folded: the user named it to
+    run in PyTorch, and the partition must find it. Pure: the graph is read, never changed."""
     size: dict[torch.fx.Node, int] = {}  # constant node -> elements of the weights it depends on (an upper bound)
     weighted: set[torch.fx.Node] = set()  # constant nodes that read a weight
     computes: set[torch.fx.Node] = set()  # constant nodes with more than views and casts of weights behind them
@@ -106,7 +110,7 @@ def propose_folding(gm: torch.fx.GraphModule, small: int = SMALL) -> FoldPlan:
             if weight is not None and not is_mutable_state(node):
                 size[node] = weight.numel()
                 weighted.add(node)
-        elif _foldable_op(node) and all(arg in size for arg in _inputs(node)):
+        elif _foldable_op(node, keep) and all(arg in size for arg in _inputs(node)):
             size[node] = sum(size[arg] for arg in _inputs(node))
             if any(arg in weighted for arg in _inputs(node)):
                 weighted.add(node)
@@ -152,11 +156,14 @@ def _ancestors(nodes: Iterable[torch.fx.Node], within: set[torch.fx.Node]) -> se
     return found
 
 
-def fold_constants(gm: torch.fx.GraphModule, plan: FoldPlan | None = None) -> int:
-    """Run ``plan``'s nodes (``propose_folding(gm)`` when None), make each kept value a buffer of ``gm`` read by a
-    ``get_attr`` that takes the node's metadata (its value, source line and module path), and erase what no node
-    reads any more. Returns how many values became constants. Called by lowering on the graph it has just made."""
-    plan = propose_folding(gm) if plan is None else plan
+def fold_constants(gm: torch.fx.GraphModule, plan: FoldPlan | None = None, keep: Callable[[Any], bool] | None = None) -> int:
+    """Run ``plan``'s nodes (``propose_folding(gm, keep=keep)`` when None), make each kept value a buffer of ``gm`` read
+    by a ``get_attr`` that takes the node's metadata (its value, source line and module path), and erase what no node
+    reads any more; ``gm.meta[FOLDED]`` records the ops folded away (a lowering reused for settings that force one of
+    them is not reused: ``export.keeps``). Returns how many values became constants. Called by lowering on the graph
+    it has just made."""
+    plan = propose_folding(gm, keep=keep) if plan is None else plan
+    gm.meta[FOLDED] = frozenset(n.target for n in plan.computed if isinstance(n.target, torch._ops.OpOverload))
     if not plan:
         return 0
     values: dict[torch.fx.Node, Any] = {}

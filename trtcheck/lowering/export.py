@@ -30,7 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from trtcheck.errors import ExportRefusedError, LoweringError
-from trtcheck.lowering.constants import fold_constants
+from trtcheck.lowering.constants import FOLDED, fold_constants
 from trtcheck.lowering.decompositions import core_aten_table, kept_whole
 from trtcheck.lowering.graph import copy_graph_module, dead_nodes, is_aten_graph, writes_to
 from trtcheck.lowering.inputs import check_dynamic_shapes, check_program_inputs, dim_names_of, program_ranges
@@ -150,8 +150,11 @@ def _kept(gm: torch.fx.GraphModule, keep: Callable[[Any], bool] | None) -> torch
 
 
 def keeps(gm: torch.fx.GraphModule, keep: Callable[[Any], bool] | None) -> bool:
-    """Whether lowering ``gm`` kept whole every op of the decomposition table that ``keep`` matches: a shared
-    lowering (``LoweringCache``) serves settings whose forced ops it did not decompose away."""
+    """Whether lowering ``gm`` kept whole every op of the decomposition table that ``keep`` matches, and folded none
+    it matches away (``constants.FOLDED``): a shared lowering (``LoweringCache``) serves settings whose forced ops it
+    did not decompose or fold away."""
+    if keep is not None and any(keep(op) for op in gm.meta.get(FOLDED, ())):
+        return False
     return KEPT not in gm.meta or kept_whole(keep) <= gm.meta[KEPT]
 
 
@@ -219,7 +222,7 @@ def _export(
             raise
     log.replay()
     sys.stderr.write(printed.getvalue())
-    gm = _module_of(_decompose(program, type(model).__name__, keep))
+    gm = _module_of(_decompose(program, type(model).__name__, keep), keep)
     if dynamic_shapes is not None:
         gm.meta[DIM_NAMES] = dim_names_of(gm, model, args, kwargs, dynamic_shapes)
     return gm
@@ -399,14 +402,14 @@ class _Held(logging.Handler):
         self.records.append((record, self.held))
 
 
-def _module_of(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+def _module_of(program: torch.export.ExportedProgram, keep: Callable[[Any], bool] | None = None) -> torch.fx.GraphModule:
     gm = program.module()
     drop_guards(gm)
     drop_assertions(gm)
     _fill_in_place_values(gm)
     gm.graph.eliminate_dead_code()  # a result nothing reads is no work for an engine (in-place writes are kept)
     gm.recompile()
-    fold_constants(gm)  # what depends only on weights is computed once, here (lowering/constants.py)
+    fold_constants(gm, keep=keep)  # what depends only on weights is computed once, here (lowering/constants.py)
     gm.meta[RANGES] = program_ranges(program)
     return gm
 
@@ -422,7 +425,7 @@ def _first_lines(error: BaseException, count: int) -> str:
 
 def lower_program(program: torch.export.ExportedProgram, keep: Callable[[Any], bool] | None = None) -> torch.fx.GraphModule:
     """The core-ATen ``GraphModule`` of an already exported program (no second trace)."""
-    return _module_of(_decompose(program, "the exported program", keep))
+    return _module_of(_decompose(program, "the exported program", keep), keep)
 
 
 def _decompose(program: torch.export.ExportedProgram, what: str, keep: Callable[[Any], bool] | None = None) -> torch.export.ExportedProgram:
