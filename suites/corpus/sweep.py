@@ -83,8 +83,8 @@ _SHAPES: dict[str, tuple[int, ...]] = {
     "mvit_v1_b": (1, 3, 16, 224, 224),  # a fixed spatial and temporal size
     "mvit_v2_s": (1, 3, 16, 224, 224),
     "maxvit_t": (1, 3, 224, 224),  # its partitions need 224
+    "vit": (1, 3, 224, 224),  # the image size the builders fix (position embeddings); a multiple of 14, 16 and 32
 }
-_KEYWORDS: dict[str, dict[str, Any]] = {"vit": {"image_size": 112}}  # a multiple of both 14 and 16 pixels
 _DETECTION_SIZE = 128
 
 
@@ -96,13 +96,13 @@ def _family(builder: Callable[..., Any]) -> str:
 def _torchvision_build(name: str) -> tuple[nn.Module, tuple[Any, ...]]:
     builder = torchvision.models.get_model_builder(name)
     family = _family(builder)
-    keywords = {"weights": None, **next((v for k, v in _KEYWORDS.items() if name.startswith(k)), {})}
+    keywords: dict[str, Any] = {"weights": None}
     if family == "quantization":
         keywords["quantize"] = True
     if family == "segmentation":
         keywords["weights_backbone"] = None  # else it downloads the backbone's weights
     model = builder(**keywords).eval()
-    shape = _SHAPES.get(name) or _SHAPES.get(family) or _IMAGE
+    shape = _SHAPES.get(name) or _SHAPES.get(name.split("_")[0]) or _SHAPES.get(family) or _IMAGE
     if family == "optical_flow":
         return model, (torch.randn(1, 3, 128, 128), torch.randn(1, 3, 128, 128))  # its pyramid needs 128
     return model, (torch.randn(*shape),)
