@@ -32,7 +32,7 @@ def _diagnosed_as(diagnosis: str) -> str:
     """Which of the three conclusions a diagnosis draws."""
     if "converter is wrong" in diagnosis:
         return "converter"
-    if "keep it in float32" in diagnosis or "ill-conditioned" in diagnosis:
+    if "in float32, with what its value reaches" in diagnosis or "ill-conditioned" in diagnosis:
         return "rounding"
     return "unjudged"
 
@@ -91,7 +91,7 @@ def test_below_float32_the_depth_bound_is_the_diagnosis_s_too():
     judge = Judge("fp16")
     distance = Distance(compiled=0.3, eager=0.3, scale=1.0, atol=1e-3, depth=2)
     assert judge.rule(distance) is Verdict.BEYOND_DEPTH and not judge.rule(distance).passed
-    assert "keep it in float32" in _culprit(judge, distance).diagnosis()
+    assert "in float32, with what its value reaches" in _culprit(judge, distance).diagnosis()
 
 
 def test_a_request_chooses_its_judge_once_from_its_settings_and_tolerances():

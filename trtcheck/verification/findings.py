@@ -124,7 +124,8 @@ class Culprit:
         if self.clamped is not None:
             value, keep = self.clamped
             return (f"it computes with a constant {value:g} past {self.precision}'s range, which the {self.precision} graph "
-                    f"clamps: {self.precision}'s range, not the converter; keep it in float32 (Settings.fp32_nodes={keep!r})")
+                    f"clamps: {self.precision}'s range, not the converter; keep {', '.join(map(repr, keep))} in float32 (the "
+                    "report's 'keep in float32' line is a set verify was run with)")
         if self.exact and self.survives_isolation:
             return ("this op's converter is wrong: its integer or boolean output differs from eager's on the same inputs "
                     "(compared exactly: there is no rounding to forgive)")

@@ -253,7 +253,8 @@ class Judge:
         if verdict.precision_cause and self.reduced:
             return (f"{self.yardstick} is as far from float64 as the engine built in {self.precision}: eager "
                     f"{distance.eager:.3g}, the engine {distance.compiled:.3g} ({ratio}x): {self.precision}'s rounding or "
-                    f"range on these inputs, not the converter; keep it in float32 (Settings.fp32_nodes=[{node!r}])")
+                    f"range on these inputs, not the converter; keep {node!r} in float32, with what its value reaches "
+                    "(the report's 'keep in float32' line is a set verify was run with)")
         if verdict.precision_cause:
             return (f"this op is ill-conditioned on these inputs: eager is {distance.eager:.3g} from float64, the "
                     f"engine {distance.compiled:.3g} ({ratio}x), so no converter can do better in this dtype")
