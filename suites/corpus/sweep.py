@@ -249,14 +249,18 @@ def table(rows: Sequence[Row]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m suites.corpus.sweep", description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", choices=("all", "torchvision", "timm"), default="all")
-    parser.add_argument("--only", default="", help="comma-separated model names")
+    parser.add_argument("--only", default="", help="comma-separated model names (any timm model's, with --corpus timm)")
     parser.add_argument("--skip", default="", help="comma-separated model names to leave out")
     parser.add_argument("--max-params", type=float, default=None, help="skip models with more parameters")
     parser.add_argument("--json", default=None, help="write the rows here (appended as they finish)")
     options = parser.parse_args(argv)
     only, skip = set(filter(None, options.only.split(","))), set(filter(None, options.skip.split(",")))
+    chosen = entries(options.corpus)
+    named = {entry.name for entry in chosen}
+    if options.corpus in ("all", "timm"):  # a timm model --only names that is not its family's pick
+        chosen += [Entry("timm", name, functools.partial(_timm_build, name)) for name in sorted(only - named)]
     rows = []
-    for entry in entries(options.corpus):
+    for entry in chosen:
         if (only and entry.name not in only) or entry.name in skip:
             continue
         row = sweep_one(entry, max_params=options.max_params)
