@@ -79,6 +79,19 @@ def session_options(threads: int | None = None, spin: str = "never") -> ort.Sess
     return options
 
 
+def _reduces_by_scatter(model: onnx.ModelProto) -> bool:
+    """Whether ``model`` holds a ScatterND or ScatterElements that reduces (``reduction`` other than "none"): ONNX
+    Runtime 1.32's CPU kernels for them give different results from run to run with more than one intra-op thread
+    where indices repeat (timm's volo_d1_224, whose ``F.fold`` is an accumulating index_put: up to 0.03 off eager on
+    one run in four, with 2 threads; deterministic and within float32's tolerances with 1), so such an engine runs
+    on one thread: what a CPU engine computes must be what TensorRT computes, every time."""
+    return any(
+        node.op_type in ("ScatterND", "ScatterElements")
+        and any(a.name == "reduction" and a.s not in (b"", b"none") for a in node.attribute)
+        for node in model.graph.node
+    )
+
+
 def default_threads() -> int:
     """Intra-op threads of an engine: PyTorch's intra-op thread count, never more than the usable cores."""
     try:
@@ -229,6 +242,8 @@ class OnnxRuntimeEngine(Engine):
         self.node_origins = node_origins(model)
         """``{ONNX node name: what it was converted from}``, for error messages (``explain_node_names``)."""
         options = session_options() if options is None else options
+        if _reduces_by_scatter(model):
+            options.intra_op_num_threads = 1  # ONNX Runtime's CPU scatter reductions race over threads
         self.run_times: list[int] | None = None
         """None, or a list that every call appends its nanoseconds inside ``run_with_iobinding`` to (``trtcheck.profile``)."""
         self._cuda = _cuda_ep_usable()
