@@ -272,6 +272,7 @@ def test_harness_skips_random_ops() -> None:
     assert all(r.reason.startswith("random") for r in results), [r.line() for r in results]
 
 
+@pytest.mark.slow
 def test_harness_keeps_a_sample_s_inputs_when_the_generator_writes_into_them_for_the_next() -> None:
     """OpInfo's masked ops reuse one input tensor across samples (inf, then -inf, then NaN written into it): a prepared
     sample's inputs must stay those eager ran on (they did not: 12 masked op cases failed the nightly profile)."""

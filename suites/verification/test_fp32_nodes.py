@@ -167,7 +167,8 @@ def test_autocast_entries_matching_no_node_are_refused_as_fp32_nodes_are(autocas
 @pytest.mark.slow
 def test_the_search_finds_a_set_from_which_no_node_can_be_dropped():
     model, inputs = exp_sum()
-    found = search_fp32_nodes(model, inputs, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime", timed=False)
+    found = search_fp32_nodes(model, inputs, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime",
+                              timed=False, confirm_seeds=0)
     assert found.fp32_nodes and found.complete
     settings = dataclasses.replace(FP16, fp32_nodes=found.fp32_nodes)
     assert trtcheck.verify(model, inputs, settings, backend="onnxruntime", localize_budget=0).passed
@@ -182,14 +183,14 @@ def test_the_search_needs_nothing_for_a_model_in_range_and_finds_nothing_for_a_w
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)).eval()
     x = (torch.randn(2, 8),)
-    assert search_fp32_nodes(mlp, x, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime").fp32_nodes == []
+    assert search_fp32_nodes(mlp, x, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime", confirm_seeds=0).fp32_nodes == []
 
     def relu_as_negation(ctx, node):  # wrong on purpose: no precision makes -x equal relu(x)
         return ctx.add("Neg", [ctx.name(node.args[0])])
 
     with converters.Snapshot():
         converters.register(torch.ops.aten.relu.default, override=True)(relu_as_negation)
-        found = search_fp32_nodes(mlp, x, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime")
+        found = search_fp32_nodes(mlp, x, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime", confirm_seeds=0)
     assert found.fp32_nodes is None and "the mismatch is not one of precision" in str(found)
 
 
@@ -239,7 +240,8 @@ def test_fp32_nodes_takes_a_branch_node_by_the_name_explain_prints_and_a_bare_na
 
 def test_the_search_searches_a_branchs_nodes_and_its_set_verifies():
     model, inputs = OverflowingBranch(), _positive()
-    found = search_fp32_nodes(model, inputs, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime", timed=False)
+    found = search_fp32_nodes(model, inputs, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime",
+                              timed=False, confirm_seeds=0)
     assert found.fp32_nodes and all(name.startswith("true_graph_0/") for name in found.fp32_nodes), str(found)
     trtcheck.verify(model, inputs, dataclasses.replace(FP16, fp32_nodes=found.fp32_nodes), backend="onnxruntime")
 
@@ -259,7 +261,8 @@ def test_the_search_of_a_saved_program_tries_the_sizes_verify_tries(tmp_path):
     with pytest.raises(trtcheck.VerificationError) as caught:
         trtcheck.verify(str(path), None, FP16, backend="onnxruntime")
     assert any(label.startswith("max:") for label in caught.value.report.input_sets)
-    found = search_fp32_nodes(str(path), None, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime", timed=False)
+    found = search_fp32_nodes(str(path), None, "fp16", trtcheck.Settings(min_block_size=1), backend="onnxruntime",
+                              timed=False, confirm_seeds=0)
     assert found.fp32_nodes, str(found)
     trtcheck.verify(str(path), None, dataclasses.replace(FP16, fp32_nodes=found.fp32_nodes), backend="onnxruntime")
 
@@ -300,6 +303,7 @@ class NormOfScaled(torch.nn.Module):
         return torch.sqrt((x * 120).pow(2).sum(-1, keepdim=True)) / 100
 
 
+@pytest.mark.slow
 def test_the_search_holds_on_the_input_sets_of_more_seeds_than_the_one_it_was_given():
     model, inputs, one = NormOfScaled(), (torch.zeros(1, 4),), trtcheck.Settings(min_block_size=1)
     alone = search_fp32_nodes(model, inputs, "fp16", one, backend="onnxruntime", seed=1, timed=False, confirm_seeds=0)
