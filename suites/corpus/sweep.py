@@ -23,7 +23,6 @@ import dataclasses
 import functools
 import json
 import re
-import statistics
 import sys
 import time
 from collections import Counter
@@ -36,8 +35,10 @@ import torchvision.models
 from torch import nn
 
 import trtcheck
+from suites.benchmarks.bench_quantized import median_call
 from trtcheck.errors import TrtcheckError, VerificationError
 from trtcheck.partitioning.explain import ExplainSummary
+from trtcheck.partitioning.reasons import Target
 from trtcheck_zoo.detection_models import build_detector, detector_images
 
 __all__ = ["Entry", "Row", "entries", "main", "sweep_one", "table", "timm_entries", "torchvision_entries"]
@@ -161,16 +162,6 @@ def entries(corpus: str = "all") -> list[Entry]:
     return [e for key, make in chosen.items() if corpus in ("all", key) for e in make()]
 
 
-def _eager_ms(model: nn.Module, inputs: tuple[Any, ...]) -> float:
-    times = []
-    with torch.no_grad():
-        for _ in range(3):
-            start = time.perf_counter()
-            model(*inputs)
-            times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
-
-
 def _partitions(report: Any) -> Iterator[Any]:
     """The partitions a report holds: one, or one per verified graph of a model verified across graph breaks."""
     if hasattr(report, "partition"):
@@ -189,15 +180,17 @@ def _fill(row: Row, report: Any) -> None:
         summary = ExplainSummary.of(partition)
         compute, tensorrt = compute + summary.compute_nodes, tensorrt + summary.tensorrt_nodes
         row.tensorrt_segments += len(summary.engines)
-        row.torch_segments += sum(1 for path, part in partition.walk() for s in part.segments if s.target.name == "TORCH")
-        for node in (n for path, part in partition.walk() for s in part.segments if s.target.name == "TORCH" for n in s.nodes):
-            part = next(p for _, p in partition.walk() if node in p.reasons)
-            row.torch_ops.setdefault(str(node.target), str(part.reasons[node]))
+        for _, part in partition.walk():
+            for segment in part.segments_of(Target.TORCH):
+                row.torch_segments += 1
+                for node in segment.nodes:
+                    row.torch_ops.setdefault(str(node.target), str(part.reasons[node]))
     row.coverage = 100.0 * tensorrt / compute if compute else 0.0
 
 
 def sweep_one(entry: Entry, settings: trtcheck.Settings | None = None, max_params: float | None = None) -> Row:
-    """Build ``entry`` (seed 0), time one eager call, verify it at ``settings`` (the defaults) on ONNX Runtime."""
+    """Build ``entry`` (seed 0), time eager (median of 3 calls after 2 untimed), verify it at ``settings`` (the
+    defaults) on ONNX Runtime."""
     torch.manual_seed(0)
     row = Row(entry.corpus, entry.name, "ERROR")
     try:
@@ -211,7 +204,7 @@ def sweep_one(entry: Entry, settings: trtcheck.Settings | None = None, max_param
         return row
     start = time.perf_counter()
     try:
-        row.eager_ms = _eager_ms(model, inputs)
+        row.eager_ms = 1000 * median_call(model, inputs, 3)
         start = time.perf_counter()
         sets = entry.input_sets() if entry.input_sets else None
         report = trtcheck.verify(model, inputs, settings, backend="onnxruntime", inputs=sets, localize_budget=0)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import cProfile
 import pstats
-import statistics
 import sys
 import time
 
@@ -14,6 +13,7 @@ import torch
 import torchvision
 
 import trtcheck
+from suites.benchmarks.bench_quantized import median_call
 
 PHASES = {
     "both lowerings": "trtcheck/compiler/front.py:41(front)",
@@ -23,22 +23,11 @@ PHASES = {
 }
 
 
-def _eager_ms(model: torch.nn.Module, x: torch.Tensor) -> float:
-    with torch.no_grad():
-        model(x)
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            model(x)
-            times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
-
-
 def measure(name: str) -> str:
     torch.manual_seed(0)
     model = torchvision.models.get_model(name, weights=None).eval()
     x = torch.randn(1, 3, 224, 224) if name.startswith("vit") else torch.randn(1, 3, 96, 96)
-    eager = _eager_ms(model, x)
+    eager = 1000 * median_call(model, (x,), 3)
     profiler, start = cProfile.Profile(), time.perf_counter()
     profiler.enable()
     report = trtcheck.verify(model, (x,), backend="onnxruntime", localize_budget=0)

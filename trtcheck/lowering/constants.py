@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from trtcheck.lowering.graph import is_mutable_state
+from trtcheck.lowering.graph import constant_tensor, is_mutable_state
 
 __all__ = ["FOLDED", "SMALL", "FoldPlan", "fold_constants", "propose_folding"]
 
@@ -63,13 +63,6 @@ class FoldPlan:
         return bool(self.kept)
 
 
-def _weight(gm: torch.fx.GraphModule, node: torch.fx.Node) -> torch.Tensor | None:
-    found: Any = gm
-    for part in str(node.target).split("."):
-        found = getattr(found, part, None)
-    return found if isinstance(found, torch.Tensor) else None
-
-
 def _static_tensors(value: Any) -> bool:
     values = value if isinstance(value, (tuple, list)) else [value]
     return bool(values) and all(
@@ -90,10 +83,6 @@ def _foldable_op(node: torch.fx.Node, keep: Callable[[Any], bool] | None) -> boo
     return not node.is_impure() and not target._schema.is_mutable and _static_tensors(node.meta.get("val"))
 
 
-def _inputs(node: torch.fx.Node) -> Iterable[torch.fx.Node]:
-    return node.all_input_nodes
-
-
 def propose_folding(gm: torch.fx.GraphModule, small: int = SMALL, keep: Callable[[Any], bool] | None = None) -> FoldPlan:
     """Which nodes of ``gm``'s graph (not its branches') depend only on constants, and which of them to keep as
     constants: those read by a node that is not folded, that compute something from a weight (not only a view,
@@ -106,15 +95,15 @@ def propose_folding(gm: torch.fx.GraphModule, small: int = SMALL, keep: Callable
     computes: set[torch.fx.Node] = set()  # constant nodes with more than views and casts of weights behind them
     for node in gm.graph.nodes:
         if node.op == "get_attr":
-            weight = _weight(gm, node)
+            weight = constant_tensor(node)
             if weight is not None and not is_mutable_state(node):
                 size[node] = weight.numel()
                 weighted.add(node)
-        elif _foldable_op(node, keep) and all(arg in size for arg in _inputs(node)):
-            size[node] = sum(size[arg] for arg in _inputs(node))
-            if any(arg in weighted for arg in _inputs(node)):
+        elif _foldable_op(node, keep) and all(arg in size for arg in node.all_input_nodes):
+            size[node] = sum(size[arg] for arg in node.all_input_nodes)
+            if any(arg in weighted for arg in node.all_input_nodes):
                 weighted.add(node)
-            if node.target not in _CHEAP or any(arg in computes for arg in _inputs(node)):
+            if node.target not in _CHEAP or any(arg in computes for arg in node.all_input_nodes):
                 computes.add(node)
     computed = [n for n in size if n.op == "call_function"]
     folded = set(computed)
@@ -130,12 +119,11 @@ def propose_folding(gm: torch.fx.GraphModule, small: int = SMALL, keep: Callable
         if _fits(node, size[node], small):
             chosen.add(node)
         else:
-            stack.extend(arg for arg in _inputs(node) if arg in worth)
-    kept = [node for node in computed if node in chosen]
-    if not kept:
+            stack.extend(arg for arg in node.all_input_nodes if arg in worth)
+    if not chosen:
         return FoldPlan((), ())
-    needed = _ancestors(kept, folded)
-    return FoldPlan(tuple(n for n in computed if n in needed), tuple(n for n in computed if n in set(kept)))
+    needed = _ancestors(chosen, folded)
+    return FoldPlan(tuple(n for n in computed if n in needed), tuple(n for n in computed if n in chosen))
 
 
 def _fits(node: torch.fx.Node, weights: int, small: int) -> bool:
@@ -152,7 +140,7 @@ def _ancestors(nodes: Iterable[torch.fx.Node], within: set[torch.fx.Node]) -> se
         if node in found:
             continue
         found.add(node)
-        stack.extend(arg for arg in _inputs(node) if arg in within)
+        stack.extend(arg for arg in node.all_input_nodes if arg in within)
     return found
 
 
@@ -167,11 +155,12 @@ def fold_constants(gm: torch.fx.GraphModule, plan: FoldPlan | None = None, keep:
     if not plan:
         return 0
     values: dict[torch.fx.Node, Any] = {}
-    remaining = {node: sum(1 for user in node.users if user in set(plan.computed)) for node in plan.computed}
-    kept = set(plan.kept)
+    computed, kept = set(plan.computed), set(plan.kept)
+    remaining = {node: sum(1 for user in node.users if user in computed) for node in plan.computed}
     with torch.no_grad():
         for node in plan.computed:
-            args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda arg: _value(gm, arg, values))
+            args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs),
+                                                 lambda arg: constant_tensor(arg) if arg.op == "get_attr" else values[arg])
             values[node] = node.target(*args, **kwargs)
             for arg in node.all_input_nodes:  # free what no folded node still reads
                 if arg in remaining:
@@ -180,18 +169,11 @@ def fold_constants(gm: torch.fx.GraphModule, plan: FoldPlan | None = None, keep:
                         values.pop(arg, None)
     for index, node in enumerate(plan.kept):
         name = f"_folded_{index}_{node.name}"
-        value = values[node]
-        gm.register_buffer(name, value.detach().clone() if isinstance(value, torch.Tensor) else value, persistent=True)
+        gm.register_buffer(name, values[node].detach().clone(), persistent=True)  # a tensor: ``_fits``
         with gm.graph.inserting_before(node):
             constant = gm.graph.get_attr(name)
         constant.meta = dict(node.meta)
-        node.replace_all_uses_with(constant, delete_user_cb=lambda user: user not in set(plan.computed))
+        node.replace_all_uses_with(constant, delete_user_cb=lambda user: user not in computed)
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return len(plan.kept)
-
-
-def _value(gm: torch.fx.GraphModule, node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> Any:
-    if node.op == "get_attr":
-        return _weight(gm, node)
-    return values[node]

@@ -278,8 +278,8 @@ def _export_refused(
         ) from error
     if _untraceable_python(error):
         raise ExportRefusedError(
-            f"torch.export could not trace {name}{at}: that line leaves PyTorch (NumPy, .item()/.tolist() or an "
-            f"extension function export cannot see into: {type(error).__name__}: {first_line})\nFix: write it with "
+            f"torch.export could not trace {name}{at}: that line leaves PyTorch for NumPy, which export cannot see into "
+            f"({type(error).__name__}: {first_line})\nFix: write it with "
             "torch ops, or wrap it as a custom op (torch.library.custom_op with a register_fake) so that export keeps "
             "it as one node that runs in PyTorch; frontend='auto' verifies such a model across the graph break instead"
         ) from error
@@ -334,7 +334,7 @@ def _op_without_fake_kernel(error: BaseException) -> str:
 
 
 def _untraceable_python(error: BaseException) -> bool:
-    """Code that leaves torch: ``.numpy()`` on a traced tensor, NumPy's own functions, an opaque extension."""
+    """Code that leaves torch for NumPy: ``.numpy()`` on a traced tensor, or a NumPy function export cannot run."""
     text = str(error)
     return ".numpy() is not supported" in text or ("numpy" in text.lower() and "not supported" in text)
 

@@ -62,7 +62,7 @@ class Fp32Search:
     complete: bool = True  # False: the budget ran out while shrinking (the set verifies, it may not be minimal)
     findings: list[RangeFinding] = field(default_factory=list)
     milliseconds: dict[str, float] = field(default_factory=dict)  # per call: "fp32", precision, precision + fp32_nodes
-    seeds: list[int] = field(default_factory=list)  # the seeds whose input sets the result verified on
+    seeds: list[int] = field(default_factory=list)  # seeds whose random input sets the result verified on
 
     def __str__(self) -> str:
         on = f", on the input sets of seeds {', '.join(map(str, self.seeds))}" if len(self.seeds) > 1 else ""
@@ -113,7 +113,7 @@ def search_fp32_nodes(
     result = Fp32Search(name or type(source.lowerable).__name__, precision, None)
     engine_nodes: list[str] = []
 
-    seeds = [seed]  # the seeds every trial verifies with: ``seed``, then any confirming seed a result failed on
+    seeds = [seed]  # every trial verifies with these: ``seed``, then each confirming seed a result failed on
 
     def verifies(nodes: Sequence[str], with_seed: int) -> bool:
         try:
@@ -151,8 +151,8 @@ def search_fp32_nodes(
         return None, True
 
     result.fp32_nodes, result.complete = search()
-    # A set found on one seed's input sets may fail on another's (a DeBERTa passed with seed 0, failed with seed 7):
-    # each confirming seed is verified, and one that fails joins the seeds every trial verifies with, and the search
+    # A set found on one seed's input sets may fail on another's (a sum that overflows float16 on some sets only):
+    # each confirming seed is verified, and one that fails joins those every trial verifies with, and the search
     # runs again. Inputs given by the caller are the same for every seed: nothing to confirm.
     pending = list(range(seed + 1, seed + 1 + (confirm_seeds if inputs is None else 0)))
     confirmed, index = list(seeds), 0
